@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The aggregation engine: one function that takes a received tally packet
+ * (the UDP payload) and its source, updates the slot it names, and says
+ * what to send back. It has no DPDK dependency, so the dataplane lcores,
+ * the tests and the benchmarks all call this same code.
+ *
+ * Slots follow SwitchML's scheme: every slot has two shadow sets used in
+ * turn; a worker's contribution to one set tells the aggregator it holds
+ * the result of the other, which is then kept only for the workers that
+ * have not moved on, so a retransmitted contribution gets the stored
+ * result back and is never counted twice.
+ */
+#ifndef TALLY_AGG_AGG_H
+#define TALLY_AGG_AGG_H
+
+#include <stdint.h>
+
+#include <tally/proto.h>
+
+#include "job.h"
+#include "jobtab.h"
+
+/* Counters of one lcore. Only that lcore writes them. */
+struct tally_agg_stats {
+	uint64_t rx;		/* packets handed to the engine */
+	uint64_t accepted;	/* contributions counted into a slot */
+	uint64_t elements;	/* elements of those contributions */
+	uint64_t completed;	/* rounds completed: results to send */
+	uint64_t resent;	/* retransmissions answered from a stored result */
+	uint64_t duplicates;	/* retransmissions to an open round: dropped */
+	uint64_t nacks;		/* refusals answered with a NACK */
+	uint64_t drops[TALLY_ST_MAX_]; /* refusals by reason; [0] unused */
+} __attribute__((aligned(64)));
+
+enum tally_verdict_kind {
+	TALLY_V_DROP,		/* send nothing */
+	TALLY_V_TAKEN,		/* counted; round still open, send nothing */
+	TALLY_V_COMPLETE,	/* send the result to every member of job */
+	TALLY_V_RESEND,		/* send the stored result to the sender */
+	TALLY_V_NACK,		/* send hdr (a NACK) to the sender */
+};
+
+struct tally_verdict {
+	enum tally_verdict_kind kind;
+	enum tally_status status; /* why, for DROP and NACK; OK otherwise */
+	struct tally_job *job;	/* the sender's job; NULL if not known */
+	uint8_t rank;		/* the sender's rank, once authenticated */
+	struct tally_hdr hdr;	/* header to send (COMPLETE, RESEND, NACK) */
+	const void *payload;	/* result, borrowed from the slot: copy it */
+	uint16_t payload_len;	/*   before the slot's next packet */
+};
+
+/*
+ * Processes one packet of len bytes from src, as the owner of the slot it
+ * names. Borrows pkt. Fills v and returns v->kind. Every refusal is
+ * counted in st under the first check it fails, in this order: header
+ * (truncated, magic, version), type, job, token, rank, source, then the
+ * checks that are answered with a NACK because the sender is a proven
+ * member: encoding, length, slot, mismatch, early.
+ */
+enum tally_verdict_kind tally_agg_process(const struct tally_jobtab *tab,
+	struct tally_agg_stats *st, const void *pkt, unsigned int len,
+	const struct tally_addr *src, struct tally_verdict *v);
+
+#endif /* TALLY_AGG_AGG_H */

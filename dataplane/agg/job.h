@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A job: its configuration (members, token, slot window) and the state of
+ * its slots. The control thread creates and destroys jobs; lcores reach
+ * them through a job table (jobtab.h) and touch only the slots they own.
+ */
+#ifndef TALLY_AGG_JOB_H
+#define TALLY_AGG_JOB_H
+
+#include <stdint.h>
+
+#include <tally/proto.h>
+
+/* A member's UDP source, both fields in network order; 0 matches any. */
+struct tally_addr {
+	uint32_t ip;
+	uint16_t port;
+};
+
+struct tally_job_conf {
+	uint16_t id;
+	uint64_t token;
+	uint8_t world;		/* members, 1..TALLY_MAX_WORKERS */
+	uint16_t window;	/* slots, 1..TALLY_MAX_WINDOW */
+	uint16_t max_elems;	/* elements a packet, 1..TALLY_MAX_ELEMS */
+	uint8_t narrow;		/* results in the contributions' width */
+	struct tally_addr members[TALLY_MAX_WORKERS]; /* by rank */
+};
+
+#define TALLY_MAX_WINDOW 32768
+
+/*
+ * One shadow set of a slot: the round it holds (which chunk, how encoded)
+ * and who has contributed. Both sets of a slot share a cache line.
+ */
+struct tally_set {
+	uint64_t bitmap;	/* ranks counted in this round */
+	uint32_t offset;	/* the round's chunk */
+	uint16_t count;
+	int16_t scale_exp;
+	uint8_t type;		/* TALLY_PT_SUM or TALLY_PT_MAX */
+	uint8_t enc;		/* contributions' encoding */
+	uint8_t res_enc;	/* result encoding, once complete */
+	uint8_t ncontrib;
+	uint8_t complete;	/* lanes hold the result */
+	uint8_t flags;		/* TALLY_F_LAST of the round, echoed in results */
+	uint8_t pad_[2];
+	uint16_t res_len;	/* result payload bytes, once complete */
+	uint16_t pad2_[3];
+};
+
+struct tally_job {
+	struct tally_job_conf conf;
+	struct tally_set *sets;	/* [slot * 2 + set] */
+	uint32_t *lanes;	/* [(slot * 2 + set) * stride] */
+	uint32_t stride;	/* lanes a set, max_elems rounded up to 16 */
+};
+
+/*
+ * Allocates a job with every slot empty. Returns NULL with errno EINVAL
+ * for a configuration out of range, ENOMEM when memory runs out.
+ */
+struct tally_job *tally_job_create(const struct tally_job_conf *conf);
+
+/* Frees the job; NULL is fine. No lcore may still see it. */
+void tally_job_destroy(struct tally_job *job);
+
+/* Empties every slot (a restarted job begins with fresh rounds). */
+void tally_job_reset(struct tally_job *job);
+
+static inline struct tally_set *
+tally_job_set(const struct tally_job *job, unsigned int slot, unsigned int set)
+{
+	return &job->sets[slot * 2 + set];
+}
+
+static inline uint32_t *
+tally_job_lanes(const struct tally_job *job, unsigned int slot,
+	unsigned int set)
+{
+	return job->lanes + (size_t)(slot * 2 + set) * job->stride;
+}
+
+#endif /* TALLY_AGG_JOB_H */
