@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Shared-scale fixed-point codec: tally's default f32 allreduce encoding.
+ *
+ * Every worker takes tally_fixp_absmax() of its data, the aggregator
+ * takes the MAX over workers (one small round), and every worker then
+ * derives the same exponent e from that global maximum and the world size
+ * with tally_fixp_exponent(). Each element is encoded as
+ * q = round_half_even(x * 2^e) into an int32; the aggregator sums the
+ * int32s exactly (so the order of arrival does not matter), and workers
+ * decode sum * 2^-e. Every worker and every run gets the same bits.
+ *
+ * Element rules (the CUDA kernels of <tally/fixp_cuda.h> give the same
+ * bits; both run the same code, gpu/codec/fixp_math.h):
+ * - encode: NaN -> 0; y = x * 2^e (exact: 2^e is a normal float);
+ *   y is clamped to [TALLY_FIXP_SAT_MIN, TALLY_FIXP_SAT_MAX] (infinities
+ *   saturate), then rounded to the nearest integer, ties to even.
+ * - decode: (float)q rounded to nearest, ties to even, times 2^-e.
+ * - absmax: max |x|, a NaN counting as 0; an infinity is kept (and then
+ *   refused by tally_fixp_exponent()).
+ */
+#ifndef TALLY_FIXP_H
+#define TALLY_FIXP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exponents tally_fixp_exponent() returns; 2^e and 2^-e are normal floats. */
+#define TALLY_FIXP_EXP_MIN	(-126)
+#define TALLY_FIXP_EXP_MAX	126
+/* Largest world size (= TALLY_MAX_WORKERS of <tally/proto.h>). */
+#define TALLY_FIXP_WORLD_MAX	64
+/*
+ * Saturation bounds of x * 2^e before rounding: INT32_MIN, and the largest
+ * float below 2^31 (INT32_MAX is not a float). Encoded values therefore lie
+ * in [-2147483648, 2147483520].
+ */
+#define TALLY_FIXP_SAT_MIN	(-2147483648.0f)
+#define TALLY_FIXP_SAT_MAX	2147483520.0f
+
+/*
+ * Picks the exponent for a tensor whose global max |x| is absmax, summed
+ * over world workers: with L = (2^31 - 1) / world and 2^b the largest
+ * power of two <= L, and absmax = m * 2^k (m in [0.5, 1), frexpf), writes
+ * e = b - k into *exp, clamped to [TALLY_FIXP_EXP_MIN, TALLY_FIXP_EXP_MAX].
+ * Then |round(x * 2^e)| <= 2^b for |x| <= absmax, and world of them sum
+ * within int32. absmax 0 gives e = 0. Returns 0, or -EINVAL when absmax is
+ * negative, infinite or NaN, world is 0 or above TALLY_FIXP_WORLD_MAX, or
+ * exp is NULL (*exp untouched then).
+ */
+int tally_fixp_exponent(float absmax, unsigned int world, int *exp);
+
+/* Max |x[i]| over n elements (NaN counts as 0); 0 when n is 0. Borrows x. */
+float tally_fixp_absmax(const float *x, size_t n);
+
+/*
+ * q[i] = encode(x[i]) with exponent exp, for n elements. Borrows x, writes
+ * q (caller's); the two must not overlap. exp is clamped to
+ * [TALLY_FIXP_EXP_MIN, TALLY_FIXP_EXP_MAX].
+ */
+void tally_fixp_encode(const float *x, int32_t *q, size_t n, int exp);
+
+/*
+ * x[i] = decode(q[i]) with exponent exp (the one the values were encoded
+ * with, also for their sums), for n elements. Borrows q, writes x; the two
+ * must not overlap. exp is clamped as for tally_fixp_encode().
+ */
+void tally_fixp_decode(const int32_t *q, float *x, size_t n, int exp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_FIXP_H */
