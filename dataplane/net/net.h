@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The dataplane's packet layer: pure functions over mbufs, no port, no
+ * lcore state, so that cmocka suites test them on mbufs they build.
+ *
+ * - tally_net_classify() sorts a received frame: a tally datagram for the
+ *   engine, an ARP request or ICMP echo request for our address (answered
+ *   in place), or a drop with its reason.
+ * - tally_net_arp_reply() / tally_net_icmp_reply() turn a request into its
+ *   reply in the same mbuf.
+ * - tally_net_body() / tally_net_to() build results: the tally header and
+ *   payload are copied once into a body mbuf; every destination gets a
+ *   small header mbuf with its own Ethernet/IPv4/UDP headers chained to an
+ *   indirect clone of the body, so the payload is never copied per member.
+ * - struct tally_net_neigh: IPv4 -> MAC, learned from received frames.
+ *
+ * Addresses and ports are in network byte order throughout.
+ */
+#ifndef TALLY_NET_NET_H
+#define TALLY_NET_NET_H
+
+#include <stdint.h>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <tally/proto.h>
+
+#include "agg/job.h"	/* struct tally_addr */
+
+/* Who the dataplane is on one port. */
+struct tally_net_self {
+	struct rte_ether_addr mac;
+	rte_be32_t ip;
+	rte_be16_t port;	/* first UDP port of the tally range */
+	uint16_t nports;	/* ports in the range: one per worker lcore */
+};
+
+enum tally_net_kind {
+	TALLY_NET_TALLY,	/* UDP to one of our ports: rx says where */
+	TALLY_NET_ARP,		/* ARP request for our IPv4 address */
+	TALLY_NET_ICMP,		/* ICMP echo request to our address */
+	TALLY_NET_DROP,		/* anything else; rx->why says why */
+};
+
+/* Why a frame is dropped before the engine sees it (one counter each). */
+enum tally_net_drop {
+	TALLY_NET_OK = 0,
+	TALLY_NET_RUNT,		/* shorter than its headers say */
+	TALLY_NET_MULTISEG,	/* payload not in one segment */
+	TALLY_NET_L2_OTHER,	/* neither IPv4 nor ARP (VLANs included) */
+	TALLY_NET_NOT_OURS,	/* IPv4/ARP for another address */
+	TALLY_NET_BAD_IP,	/* version, header length, total length */
+	TALLY_NET_IP_CKSUM,	/* IPv4 header checksum wrong */
+	TALLY_NET_FRAGMENT,	/* IPv4 fragment */
+	TALLY_NET_L4_OTHER,	/* not UDP, and not an ICMP echo request */
+	TALLY_NET_PORT,		/* UDP to a port outside our range */
+	TALLY_NET_BAD_UDP,	/* UDP length does not fit the packet */
+	TALLY_NET_L4_CKSUM,	/* UDP checksum wrong */
+	TALLY_NET_ARP_OTHER,	/* ARP that is not an IPv4 request */
+	TALLY_NET_DROP_MAX_
+};
+
+/* What tally_net_classify() found in a frame. */
+struct tally_net_rx {
+	enum tally_net_drop why;	/* TALLY_NET_OK unless kind is DROP */
+	struct tally_addr src;		/* IPv4 source and UDP source port */
+	struct rte_ether_addr src_mac;
+	uint16_t queue;			/* dst port - self->port: the lcore */
+	const uint8_t *payload;		/* UDP payload, inside m */
+	uint16_t len;			/* its length */
+};
+
+/*
+ * Classifies frame m (borrowed; not modified). Checks the IPv4 header
+ * (and its checksum, unless the mbuf's RX offload flags vouch for it), and
+ * the UDP checksum when the frame carries one and the port did not
+ * verify it. Fills rx; returns its kind.
+ */
+enum tally_net_kind tally_net_classify(const struct rte_mbuf *m,
+	const struct tally_net_self *self, struct tally_net_rx *rx);
+
+/* Rewrites the ARP request in m (classified TALLY_NET_ARP) into our reply. */
+void tally_net_arp_reply(struct rte_mbuf *m, const struct tally_net_self *self);
+
+/* Rewrites the ICMP echo request in m into the echo reply. */
+void tally_net_icmp_reply(struct rte_mbuf *m,
+	const struct tally_net_self *self);
+
+/*
+ * A result body: one mbuf from pool holding the encoded header h and len
+ * bytes of payload (copied here, once). *cksum receives the raw 16-bit
+ * one's-complement sum of the body for tally_net_to(). Returns NULL when
+ * the pool is empty or the body does not fit one segment.
+ */
+struct rte_mbuf *tally_net_body(struct rte_mempool *pool,
+	const struct tally_hdr *h, const void *payload, uint16_t len,
+	uint32_t *cksum);
+
+/*
+ * The packet for one destination: a header mbuf from hdr_pool with
+ * Ethernet (self->mac to dst_mac), IPv4 (self->ip to dst->ip, checksum
+ * filled) and UDP (src_port to dst->port, checksum from body_cksum)
+ * headers, chained to an indirect clone of body taken from clone_pool.
+ * Borrows body (the clone holds its own reference). Returns NULL when a
+ * pool is empty.
+ */
+struct rte_mbuf *tally_net_to(struct rte_mempool *hdr_pool,
+	struct rte_mempool *clone_pool, struct rte_mbuf *body,
+	uint32_t body_cksum, const struct tally_net_self *self,
+	rte_be16_t src_port, const struct rte_ether_addr *dst_mac,
+	const struct tally_addr *dst);
+
+/* IPv4 -> MAC cache of fixed size, no allocation after create. */
+struct tally_net_neigh;
+
+/* entries: a power of two. NULL with errno EINVAL / ENOMEM. */
+struct tally_net_neigh *tally_net_neigh_create(unsigned int entries,
+	int socket);
+
+void tally_net_neigh_destroy(struct tally_net_neigh *nb);
+
+/* Remembers (or refreshes) ip's MAC; an old entry may be replaced. */
+void tally_net_neigh_learn(struct tally_net_neigh *nb, rte_be32_t ip,
+	const struct rte_ether_addr *mac);
+
+/* ip's MAC, or NULL if not known. */
+const struct rte_ether_addr *tally_net_neigh_lookup(
+	const struct tally_net_neigh *nb, rte_be32_t ip);
+
+/* A short constant name for a drop reason, for counters and telemetry. */
+const char *tally_net_drop_name(unsigned int why);
+
+#endif /* TALLY_NET_NET_H */
