@@ -47,11 +47,14 @@ enum tally_net_kind {
 /* Why a frame is dropped before the engine sees it (one counter each). */
 enum tally_net_drop {
 	TALLY_NET_OK = 0,
-	TALLY_NET_RUNT,		/* shorter than its headers say */
-	TALLY_NET_MULTISEG,	/* payload not in one segment */
+	TALLY_NET_RUNT,		/* shorter than its headers say (IPv4 total
+				   length included) */
+	TALLY_NET_MULTISEG,	/* headers or payload not in the first
+				   segment (padding may lie beyond) */
 	TALLY_NET_L2_OTHER,	/* neither IPv4 nor ARP (VLANs included) */
 	TALLY_NET_NOT_OURS,	/* IPv4/ARP for another address */
-	TALLY_NET_BAD_IP,	/* version, header length, total length */
+	TALLY_NET_BAD_IP,	/* version, header length, total length
+				   below the header's */
 	TALLY_NET_IP_CKSUM,	/* IPv4 header checksum wrong */
 	TALLY_NET_FRAGMENT,	/* IPv4 fragment */
 	TALLY_NET_L4_OTHER,	/* not UDP, and not an ICMP echo request */
@@ -62,7 +65,12 @@ enum tally_net_drop {
 	TALLY_NET_DROP_MAX_
 };
 
-/* What tally_net_classify() found in a frame. */
+/*
+ * What tally_net_classify() found in a frame. The source fields are
+ * filled as far as the frame was read, on drops too: src_mac from the
+ * Ethernet header (the ARP sender's for ARP), src.ip from the IPv4 or
+ * ARP header, src.port from the UDP header.
+ */
 struct tally_net_rx {
 	enum tally_net_drop why;	/* TALLY_NET_OK unless kind is DROP */
 	struct tally_addr src;		/* IPv4 source and UDP source port */
@@ -99,12 +107,15 @@ struct rte_mbuf *tally_net_body(struct rte_mempool *pool,
 	uint32_t *cksum);
 
 /*
- * The packet for one destination: a header mbuf from hdr_pool with
- * Ethernet (self->mac to dst_mac), IPv4 (self->ip to dst->ip, checksum
- * filled) and UDP (src_port to dst->port, checksum from body_cksum)
- * headers, chained to an indirect clone of body taken from clone_pool.
- * Borrows body (the clone holds its own reference). Returns NULL when a
- * pool is empty.
+ * The packet for one destination: a header mbuf from hdr_pool (data room
+ * RTE_PKTMBUF_HEADROOM + 42 is enough) with Ethernet (self->mac to
+ * dst_mac), IPv4 (self->ip to dst->ip, checksum filled) and UDP
+ * (src_port to dst->port, checksum from body_cksum) headers, chained to
+ * an indirect clone of body taken from clone_pool.
+ * Borrows body (the clone holds its own reference). Clones take no data
+ * room (clone_pool's may be 0). The packet has two segments: the port
+ * must transmit chained mbufs (RTE_ETH_TX_OFFLOAD_MULTI_SEGS). Returns
+ * NULL when a pool is empty; nothing is kept then.
  */
 struct rte_mbuf *tally_net_to(struct rte_mempool *hdr_pool,
 	struct rte_mempool *clone_pool, struct rte_mbuf *body,
@@ -125,7 +136,7 @@ void tally_net_neigh_destroy(struct tally_net_neigh *nb);
 void tally_net_neigh_learn(struct tally_net_neigh *nb, rte_be32_t ip,
 	const struct rte_ether_addr *mac);
 
-/* ip's MAC, or NULL if not known. */
+/* ip's MAC, or NULL if not known; points into the table until a learn. */
 const struct rte_ether_addr *tally_net_neigh_lookup(
 	const struct tally_net_neigh *nb, rte_be32_t ip);
 
