@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally-dp: the application's shared state. One struct tally_dp owns the
+ * port, the mempools, the per-lcore state and the jobs; main.c creates
+ * it, the lcores read it, the control thread (main lcore) changes jobs.
+ */
+#ifndef TALLY_DP_DP_H
+#define TALLY_DP_DP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <rte_mempool.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include "agg/agg.h"
+#include "net/net.h"
+
+#define TALLY_DP_MAX_WORKERS	16	/* worker lcores, one UDP port each */
+#define TALLY_DP_BURST		32
+
+/* Counters of one worker lcore, beyond the engine's. Only it writes. */
+struct tally_dp_stats {
+	uint64_t rx;		/* frames received from the port */
+	uint64_t tx;		/* frames handed to the port */
+	uint64_t tx_dropped;	/* frames the port did not take */
+	uint64_t results;	/* result packets built (one per member) */
+	uint64_t arp_replies;
+	uint64_t icmp_replies;
+	uint64_t dispatched;	/* tally frames passed to their owner lcore */
+	uint64_t ring_full;	/* ... that found its ring full */
+	uint64_t no_neigh;	/* result for a member whose MAC is unknown */
+	uint64_t no_mbuf;	/* pool empty when building a result */
+	uint64_t misrouted;	/* slot sent to another lcore's UDP port */
+	uint64_t idle_sleeps;
+	uint64_t net_drops[TALLY_NET_DROP_MAX_];
+};
+
+struct tally_dp;
+
+struct tally_dp_lcore {
+	struct tally_dp *dp;
+	unsigned int lcore_id;
+	uint16_t index;		/* 0.. nworkers-1: owns UDP port base+index */
+	uint16_t rxq;		/* rx queue it polls; UINT16_MAX: none */
+	uint16_t txq;
+	struct rte_ring *ring;	/* frames other lcores received for it */
+	struct tally_net_neigh *neigh;
+	struct tally_agg_stats agg;
+	struct tally_dp_stats st;
+} __rte_cache_aligned;
+
+struct tally_dp_job {
+	struct tally_job *job;
+	struct tally_dp_job *next;
+};
+
+struct tally_dp {
+	/* Set up once by main.c; read-only afterwards. */
+	uint16_t port_id;
+	uint16_t nb_rxq;
+	struct tally_net_self self;
+	struct rte_mempool *pool;	/* rx frames, result bodies, headers */
+	struct rte_mempool *clone_pool;	/* indirect mbufs for replication */
+	unsigned int idle_us;		/* 0: busy poll */
+	int steer_flow;			/* 1: rte_flow steers; 0: software */
+	int tx_chains;			/* port sends chained mbufs */
+	uint16_t nworkers;
+	struct tally_dp_lcore lcores[TALLY_DP_MAX_WORKERS];
+	struct rte_rcu_qsbr *qsbr;
+	unsigned int max_jobs;
+	volatile int stop;
+
+	/* The job table the lcores read; swapped by the control thread. */
+	_Atomic(struct tally_jobtab *) tab;
+
+	/* Control side only, under lock: the jobs the table was built of. */
+	pthread_mutex_t lock;
+	struct tally_dp_job *jobs;
+	unsigned int njobs;
+};
+
+/* lcore.c: the worker loop, launched on every worker lcore. */
+int tally_dp_lcore_main(void *arg);
+
+/* port.c: configures and starts the port; fills dp->self.mac. */
+int tally_dp_port_init(struct tally_dp *dp, unsigned int nb_mbufs,
+	uint16_t mtu);
+void tally_dp_port_close(struct tally_dp *dp);
+
+/* jobs.c: the control side of the job table. */
+int tally_dp_jobs_init(struct tally_dp *dp);
+int tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf);
+int tally_dp_job_del(struct tally_dp *dp, uint16_t id);
+void tally_dp_jobs_fini(struct tally_dp *dp);
+
+/* stats.c: counters summed over lcores, with names. */
+struct tally_dp_counter {
+	const char *name;
+	uint64_t value;
+};
+/*
+ * Fills up to max counters of lcore index (or of all lcores summed when
+ * index < 0) and returns how many there are.
+ */
+unsigned int tally_dp_counters(const struct tally_dp *dp, int index,
+	struct tally_dp_counter *out, unsigned int max);
+
+/* admin.c: the admin socket, served from the main lcore. */
+int tally_dp_admin_open(const char *path);
+/* Serves requests until dp->stop; returns 0, or -errno on a fatal error. */
+int tally_dp_admin_serve(struct tally_dp *dp, int fd);
+/* Handles one request text; returns a reply the caller frees. */
+char *tally_dp_admin_handle(struct tally_dp *dp, const char *req,
+	size_t len);
+
+/* telemetry.c: /tally/stats and /tally/jobs. */
+int tally_dp_telemetry_init(struct tally_dp *dp);
+
+#endif /* TALLY_DP_DP_H */

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The control side of the job table. Jobs are kept in a list under a
+ * mutex (the control thread and the telemetry thread read it); every
+ * change builds a new immutable table, swaps it in by pointer, waits for
+ * every worker lcore to pass a quiescent state (RCU QSBR), and only then
+ * frees the old table and any removed job. Lcores never lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <rte_malloc.h>
+
+#include "dp.h"
+
+int
+tally_dp_jobs_init(struct tally_dp *dp)
+{
+	size_t sz = rte_rcu_qsbr_get_memsize(TALLY_DP_MAX_WORKERS);
+	struct tally_jobtab *tab;
+
+	dp->qsbr = rte_zmalloc("tally_qsbr", sz, RTE_CACHE_LINE_SIZE);
+	if (dp->qsbr == NULL)
+		return -ENOMEM;
+	if (rte_rcu_qsbr_init(dp->qsbr, TALLY_DP_MAX_WORKERS) != 0) {
+		rte_free(dp->qsbr);
+		dp->qsbr = NULL;
+		return -EINVAL;
+	}
+	tab = tally_jobtab_create(NULL, 0);
+	if (tab == NULL) {
+		rte_free(dp->qsbr);
+		dp->qsbr = NULL;
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&dp->lock, NULL);
+	atomic_store(&dp->tab, tab);
+	return 0;
+}
+
+/* Builds and swaps in a table of the listed jobs. Called under lock. */
+static int
+publish(struct tally_dp *dp)
+{
+	struct tally_job *arr[dp->njobs + 1];
+	struct tally_jobtab *tab, *old;
+	struct tally_dp_job *j;
+	unsigned int n = 0;
+
+	for (j = dp->jobs; j != NULL; j = j->next)
+		arr[n++] = j->job;
+	tab = tally_jobtab_create(arr, n);
+	if (tab == NULL)
+		return -errno;
+	old = atomic_exchange_explicit(&dp->tab, tab, memory_order_acq_rel);
+	rte_rcu_qsbr_synchronize(dp->qsbr, RTE_QSBR_THRID_INVALID);
+	tally_jobtab_destroy(old);
+	return 0;
+}
+
+static struct tally_dp_job **
+find(struct tally_dp *dp, uint16_t id)
+{
+	struct tally_dp_job **p;
+
+	for (p = &dp->jobs; *p != NULL; p = &(*p)->next)
+		if ((*p)->job->conf.id == id)
+			return p;
+	return NULL;
+}
+
+int
+tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf)
+{
+	struct tally_dp_job *j;
+	int ret;
+
+	pthread_mutex_lock(&dp->lock);
+	if (find(dp, conf->id) != NULL) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if (dp->njobs >= dp->max_jobs) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	j->job = tally_job_create(conf);
+	if (j->job == NULL) {
+		ret = -errno;
+		free(j);
+		goto out;
+	}
+	j->next = dp->jobs;
+	dp->jobs = j;
+	dp->njobs++;
+	ret = publish(dp);
+	if (ret != 0) {
+		dp->jobs = j->next;
+		dp->njobs--;
+		tally_job_destroy(j->job);
+		free(j);
+	}
+out:
+	pthread_mutex_unlock(&dp->lock);
+	return ret;
+}
+
+int
+tally_dp_job_del(struct tally_dp *dp, uint16_t id)
+{
+	struct tally_dp_job **p, *j;
+	int ret;
+
+	pthread_mutex_lock(&dp->lock);
+	p = find(dp, id);
+	if (p == NULL) {
+		ret = -ENOENT;
+		goto out;
+	}
+	j = *p;
+	*p = j->next;
+	dp->njobs--;
+	ret = publish(dp);
+	if (ret != 0) {
+		/* The old table still names it: keep it. */
+		j->next = dp->jobs;
+		dp->jobs = j;
+		dp->njobs++;
+		goto out;
+	}
+	tally_job_destroy(j->job);
+	free(j);
+out:
+	pthread_mutex_unlock(&dp->lock);
+	return ret;
+}
+
+/* After the lcores stopped: frees every job and the table. */
+void
+tally_dp_jobs_fini(struct tally_dp *dp)
+{
+	struct tally_dp_job *j, *next;
+
+	if (dp->qsbr == NULL)
+		return;
+	for (j = dp->jobs; j != NULL; j = next) {
+		next = j->next;
+		tally_job_destroy(j->job);
+		free(j);
+	}
+	dp->jobs = NULL;
+	dp->njobs = 0;
+	tally_jobtab_destroy(atomic_exchange(&dp->tab, NULL));
+	rte_free(dp->qsbr);
+	dp->qsbr = NULL;
+	pthread_mutex_destroy(&dp->lock);
+}

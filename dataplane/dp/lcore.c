@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The worker lcore loop: receive a burst, sort each frame (tally, ARP,
+ * ICMP, drop), hand tally frames of the slots this lcore owns to the
+ * engine and frames of other lcores' slots to their rings, send results,
+ * replies and NACKs, report a quiescent state, and back off when idle.
+ *
+ * Nothing here allocates (but mbufs), locks, logs or makes a syscall,
+ * except the idle back-off's sleep, which is off unless asked for.
+ */
+#include <time.h>
+
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+
+#include "dp.h"
+
+/* A burst's worth of completions times their members, then flushed. */
+#define OUT_MAX 512
+
+struct out {
+	unsigned int n;
+	struct rte_mbuf *m[OUT_MAX];
+};
+
+static void
+flush(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o)
+{
+	unsigned int sent = 0, tries = 0;
+
+	while (sent < o->n && tries++ < 4)
+		sent += rte_eth_tx_burst(dp->port_id, lc->txq, o->m + sent,
+			(uint16_t)(o->n - sent));
+	lc->st.tx += sent;
+	if (sent < o->n) {
+		lc->st.tx_dropped += o->n - sent;
+		rte_pktmbuf_free_bulk(o->m + sent, o->n - sent);
+	}
+	o->n = 0;
+}
+
+/* Queues m (consumed) for transmission. */
+static inline void
+push(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *m)
+{
+	if (o->n == OUT_MAX)
+		flush(dp, lc, o);
+	o->m[o->n++] = m;
+}
+
+/* One copy of body to dst, or a counter saying why not. */
+static void
+send_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *body, uint32_t ck, const struct rte_ether_addr *mac,
+	const struct tally_addr *dst)
+{
+	struct rte_mbuf *m;
+
+	if (mac == NULL) {
+		lc->st.no_neigh++;
+		return;
+	}
+	m = tally_net_to(dp->pool, dp->clone_pool, body, ck, &dp->self,
+		rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(dp->self.port) +
+			lc->index)), mac, dst);
+	if (m == NULL) {
+		lc->st.no_mbuf++;
+		return;
+	}
+	/* Copies the payload once per member, only where the port needs. */
+	if (!dp->tx_chains && rte_pktmbuf_linearize(m) != 0) {
+		lc->st.no_mbuf++;
+		rte_pktmbuf_free(m);
+		return;
+	}
+	lc->st.results++;
+	push(dp, lc, o, m);
+}
+
+/*
+ * Sends what verdict v asks for: the result to every member of the job
+ * (COMPLETE), or the result or a NACK back to the sender (RESEND, NACK).
+ * The payload is written once into a body; members get clones of it.
+ */
+static void
+answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_verdict *v, const struct tally_net_rx *rx)
+{
+	const struct tally_job_conf *jc = &v->job->conf;
+	struct rte_mbuf *body;
+	uint32_t ck;
+
+	body = tally_net_body(dp->pool, &v->hdr, v->payload, v->payload_len,
+		&ck);
+	if (body == NULL) {
+		lc->st.no_mbuf++;
+		return;
+	}
+	if (v->kind == TALLY_V_COMPLETE) {
+		for (unsigned int r = 0; r < jc->world; r++)
+			send_to(dp, lc, o, body, ck,
+				tally_net_neigh_lookup(lc->neigh,
+					jc->members[r].ip), &jc->members[r]);
+	} else {
+		send_to(dp, lc, o, body, ck, &rx->src_mac, &rx->src);
+	}
+	rte_pktmbuf_free(body);
+}
+
+/* A tally frame of a slot this lcore owns. Consumes m. */
+static void
+aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *m, const struct tally_net_rx *rx)
+{
+	const struct tally_jobtab *tab;
+	struct tally_verdict v;
+	enum tally_verdict_kind k;
+
+	tab = atomic_load_explicit(&dp->tab, memory_order_acquire);
+	k = tally_agg_process(tab, &lc->agg, rx->payload, rx->len, &rx->src,
+		&v);
+	/* Proven members (and their duplicates) teach us their MAC. */
+	if (k != TALLY_V_DROP || (v.job != NULL && v.status == TALLY_ST_OK))
+		tally_net_neigh_learn(lc->neigh, rx->src.ip, &rx->src_mac);
+	if (k >= TALLY_V_COMPLETE)
+		answer(dp, lc, o, &v, rx);
+	rte_pktmbuf_free(m);
+}
+
+/*
+ * Which lcore owns the frame's slot: the UDP port it was sent to. A slot
+ * that does not belong to that port is refused, so no two lcores ever
+ * touch one slot. Returns the owner, or -1.
+ */
+static inline int
+owner(const struct tally_dp *dp, struct tally_dp_lcore *lc,
+	const struct tally_net_rx *rx)
+{
+	uint16_t slot;
+
+	if (rx->len >= TALLY_HDR_LEN) {
+		slot = tally_ld_be16(rx->payload + 18);
+		if (slot % dp->nworkers != rx->queue) {
+			lc->st.misrouted++;
+			return -1;
+		}
+	}
+	return rx->queue;
+}
+
+/* Sorts and handles one received frame. Consumes m. */
+static void
+handle(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *m, struct rte_mbuf **disp[], uint16_t *ndisp)
+{
+	struct tally_net_rx rx;
+	int own;
+
+	switch (tally_net_classify(m, &dp->self, &rx)) {
+	case TALLY_NET_TALLY:
+		own = owner(dp, lc, &rx);
+		if (own < 0)
+			break;
+		if (own == lc->index) {
+			aggregate(dp, lc, o, m, &rx);
+			return;
+		}
+		/* Checked once: the owner need not verify sums again. */
+		m->ol_flags |= RTE_MBUF_F_RX_IP_CKSUM_GOOD |
+			RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+		disp[own][ndisp[own]++] = m;
+		return;
+	case TALLY_NET_ARP:
+		tally_net_neigh_learn(lc->neigh, rx.src.ip, &rx.src_mac);
+		tally_net_arp_reply(m, &dp->self);
+		lc->st.arp_replies++;
+		push(dp, lc, o, m);
+		return;
+	case TALLY_NET_ICMP:
+		tally_net_icmp_reply(m, &dp->self);
+		lc->st.icmp_replies++;
+		push(dp, lc, o, m);
+		return;
+	case TALLY_NET_DROP:
+		lc->st.net_drops[rx.why]++;
+		break;
+	}
+	rte_pktmbuf_free(m);
+}
+
+/* Passes frames of other lcores' slots to their rings. */
+static void
+dispatch(struct tally_dp *dp, struct tally_dp_lcore *lc,
+	struct rte_mbuf **disp[], uint16_t *ndisp)
+{
+	for (uint16_t i = 0; i < dp->nworkers; i++) {
+		unsigned int n;
+
+		if (ndisp[i] == 0)
+			continue;
+		n = rte_ring_enqueue_burst(dp->lcores[i].ring,
+			(void **)disp[i], ndisp[i], NULL);
+		lc->st.dispatched += n;
+		if (n < ndisp[i]) {
+			lc->st.ring_full += ndisp[i] - n;
+			rte_pktmbuf_free_bulk(disp[i] + n, ndisp[i] - n);
+		}
+		ndisp[i] = 0;
+	}
+}
+
+/*
+ * After a run of empty polls: pause, then sleep idle_us at a time, so an
+ * idle tally-dp leaves the core to others (tests, the quickstart).
+ */
+static void
+back_off(const struct tally_dp *dp, struct tally_dp_lcore *lc,
+	unsigned int *idle)
+{
+	struct timespec ts;
+
+	if (dp->idle_us == 0)
+		return;
+	if (++*idle < 256) {
+		rte_pause();
+		return;
+	}
+	ts.tv_sec = 0;
+	ts.tv_nsec = (long)dp->idle_us * 1000;
+	nanosleep(&ts, NULL);
+	lc->st.idle_sleeps++;
+}
+
+int
+tally_dp_lcore_main(void *arg)
+{
+	struct tally_dp_lcore *lc = arg;
+	struct tally_dp *dp = lc->dp;
+	struct rte_mbuf *pkts[TALLY_DP_BURST];
+	struct rte_mbuf *dbuf[TALLY_DP_MAX_WORKERS][TALLY_DP_BURST];
+	struct rte_mbuf **disp[TALLY_DP_MAX_WORKERS];
+	uint16_t ndisp[TALLY_DP_MAX_WORKERS] = { 0 };
+	struct out out = { .n = 0 }, *o = &out;
+	unsigned int idle = 0;
+
+	for (unsigned int i = 0; i < TALLY_DP_MAX_WORKERS; i++)
+		disp[i] = dbuf[i];
+	rte_rcu_qsbr_thread_register(dp->qsbr, lc->index);
+	rte_rcu_qsbr_thread_online(dp->qsbr, lc->index);
+	while (!dp->stop) {
+		uint16_t n = 0, k;
+
+		if (lc->rxq != UINT16_MAX) {
+			k = rte_eth_rx_burst(dp->port_id, lc->rxq, pkts,
+				TALLY_DP_BURST);
+			lc->st.rx += k;
+			for (uint16_t i = 0; i < k; i++)
+				handle(dp, lc, o, pkts[i], disp, ndisp);
+			n += k;
+		}
+		if (lc->ring != NULL) {
+			k = (uint16_t)rte_ring_dequeue_burst(lc->ring,
+				(void **)pkts, TALLY_DP_BURST, NULL);
+			for (uint16_t i = 0; i < k; i++)
+				handle(dp, lc, o, pkts[i], disp, ndisp);
+			n += k;
+		}
+		dispatch(dp, lc, disp, ndisp);
+		if (o->n > 0)
+			flush(dp, lc, o);
+		rte_rcu_qsbr_quiescent(dp->qsbr, lc->index);
+		if (n > 0)
+			idle = 0;
+		else
+			back_off(dp, lc, &idle);
+	}
+	rte_rcu_qsbr_thread_offline(dp->qsbr, lc->index);
+	rte_rcu_qsbr_thread_unregister(dp->qsbr, lc->index);
+	return 0;
+}

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally-dp: the DPDK dataplane. EAL arguments come first and pass through
+ * to DPDK; tally-dp's own follow "--":
+ *
+ *   tally-dp -l 0,1 --vdev net_af_packet0,iface=tb-dp -- --addr 10.77.0.1
+ *
+ * The main lcore serves the admin socket; every worker lcore owns one UDP
+ * port of the range and the slots that map to it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_malloc.h>
+
+#include "dp.h"
+#include "tally_config.h"
+
+RTE_LOG_REGISTER(tally_dp_logtype, user.tally.dp, INFO);
+#define DP_LOG(level, fmt, ...) rte_log(RTE_LOG_ ## level, \
+	tally_dp_logtype, "tally-dp: " fmt "\n", ## __VA_ARGS__)
+
+static struct tally_dp dp;
+
+struct opts {
+	const char *addr;
+	const char *admin;
+	unsigned long udp_port;
+	unsigned long eth_port;
+	unsigned long idle_us;
+	unsigned long mtu;
+	unsigned long mbufs;
+	unsigned long max_jobs;
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"usage: tally-dp [EAL options] -- --addr IPV4 [options]\n"
+"\n"
+"  --addr IPV4        address tally-dp answers on (ARP, ICMP, tally)\n"
+"  --udp-port N       first UDP port of the range, one per worker lcore\n"
+"                     (default %d)\n"
+"  --eth-port N       DPDK port to use (default 0)\n"
+"  --admin PATH       admin socket (default /run/tally/dp.sock)\n"
+"  --idle-us N        sleep N us after a run of empty polls; 0 busy-polls\n"
+"                     (default 0)\n"
+"  --mtu N            port MTU, 68..9600 (default 1500)\n"
+"  --mbufs N          mbufs in each pool (default 16383)\n"
+"  --max-jobs N       jobs at once (default 256)\n"
+"  -h, --help         this text\n", TALLY_UDP_PORT);
+}
+
+/* Parses a number in lo..hi into *v; 0 or -EINVAL with a message. */
+static int
+num(const char *flag, const char *s, unsigned long lo, unsigned long hi,
+	unsigned long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoul(s, &end, 0);
+	if (errno != 0 || *end != '\0' || *s == '\0' || *v < lo || *v > hi) {
+		fprintf(stderr, "tally-dp: %s: '%s' is not a number in "
+			"%lu..%lu\n", flag, s, lo, hi);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "addr", required_argument, NULL, 'a' },
+		{ "udp-port", required_argument, NULL, 'u' },
+		{ "eth-port", required_argument, NULL, 'e' },
+		{ "admin", required_argument, NULL, 's' },
+		{ "idle-us", required_argument, NULL, 'i' },
+		{ "mtu", required_argument, NULL, 'm' },
+		{ "mbufs", required_argument, NULL, 'n' },
+		{ "max-jobs", required_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, ret = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'a': o->addr = optarg; break;
+		case 's': o->admin = optarg; break;
+		case 'u': ret = num("--udp-port", optarg, 1, 65535, &o->udp_port); break;
+		case 'e': ret = num("--eth-port", optarg, 0, RTE_MAX_ETHPORTS - 1, &o->eth_port); break;
+		case 'i': ret = num("--idle-us", optarg, 0, 100000, &o->idle_us); break;
+		case 'm': ret = num("--mtu", optarg, 68, 9600, &o->mtu); break;
+		case 'n': ret = num("--mbufs", optarg, 1023, 1u << 22, &o->mbufs); break;
+		case 'j': ret = num("--max-jobs", optarg, 1, 65536, &o->max_jobs); break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			ret = -EINVAL;
+		}
+		if (ret != 0)
+			return ret;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "tally-dp: unexpected argument '%s'\n",
+			argv[optind]);
+		return -EINVAL;
+	}
+	if (o->addr == NULL) {
+		fprintf(stderr, "tally-dp: --addr is required\n");
+		return -EINVAL;
+	}
+	if (inet_pton(AF_INET, o->addr, &dp.self.ip) != 1) {
+		fprintf(stderr, "tally-dp: --addr: '%s' is not an IPv4 "
+			"address\n", o->addr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	dp.stop = 1;
+}
+
+/* Per worker lcore: index, queues, ring, neighbour cache. */
+static int
+setup_lcores(void)
+{
+	unsigned int lcore_id;
+	uint16_t i = 0;
+
+	RTE_LCORE_FOREACH_WORKER(lcore_id) {
+		struct tally_dp_lcore *lc;
+
+		if (i == TALLY_DP_MAX_WORKERS)
+			break;
+		lc = &dp.lcores[i];
+		lc->dp = &dp;
+		lc->lcore_id = lcore_id;
+		lc->index = i;
+		lc->neigh = tally_net_neigh_create(1024,
+			(int)rte_lcore_to_socket_id(lcore_id));
+		if (lc->neigh == NULL)
+			return -ENOMEM;
+		i++;
+	}
+	dp.nworkers = i;
+	return i > 0 ? 0 : -ENOENT;
+}
+
+/* After the port is up: queues and, for software dispatch, rings. */
+static int
+setup_queues(void)
+{
+	for (uint16_t i = 0; i < dp.nworkers; i++) {
+		struct tally_dp_lcore *lc = &dp.lcores[i];
+		char name[RTE_RING_NAMESIZE];
+
+		lc->txq = i;
+		lc->rxq = i < dp.nb_rxq ? i : UINT16_MAX;
+		if (dp.steer_flow || dp.nworkers == 1)
+			continue;
+		snprintf(name, sizeof(name), "tally_lc%u", i);
+		lc->ring = rte_ring_create(name, 4096,
+			(int)rte_lcore_to_socket_id(lc->lcore_id), RING_F_SC_DEQ);
+		if (lc->ring == NULL)
+			return -rte_errno;
+	}
+	return 0;
+}
+
+static void
+teardown(void)
+{
+	for (uint16_t i = 0; i < dp.nworkers; i++) {
+		struct tally_dp_lcore *lc = &dp.lcores[i];
+		void *m = NULL;
+
+		while (lc->ring != NULL && rte_ring_dequeue(lc->ring, &m) == 0)
+			rte_pktmbuf_free(m);
+		rte_ring_free(lc->ring);
+		tally_net_neigh_destroy(lc->neigh);
+	}
+}
+
+static void
+announce(const struct opts *o)
+{
+	struct rte_eth_dev_info info;
+	char mac[RTE_ETHER_ADDR_FMT_SIZE];
+
+	rte_eth_dev_info_get(dp.port_id, &info);
+	rte_ether_format_addr(mac, sizeof(mac), &dp.self.mac);
+	DP_LOG(INFO, "port %u (%s) %s, %s UDP %lu..%lu, mtu %lu",
+		dp.port_id, info.driver_name, mac, o->addr, o->udp_port,
+		o->udp_port + dp.nworkers - 1, o->mtu);
+	DP_LOG(INFO, "%u worker lcore(s), %u rx queue(s); steering: %s",
+		dp.nworkers, dp.nb_rxq, dp.steer_flow ?
+		"rte_flow (UDP port -> queue)" : dp.nworkers == 1 ?
+		"none needed (one worker)" :
+		"software dispatch over rte_ring (no rte_flow on this port)");
+	DP_LOG(INFO, "results: %s; idle: %s; admin socket %s",
+		dp.tx_chains ? "shared payload, chained per member" :
+		"linearized per member (port sends no chains)",
+		dp.idle_us ? "sleep after empty polls" : "busy poll", o->admin);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = {
+		.admin = "/run/tally/dp.sock", .udp_port = TALLY_UDP_PORT,
+		.mtu = 1500, .mbufs = 16383, .max_jobs = 256,
+	};
+	unsigned int lcore_id;
+	int ret, afd;
+
+	ret = rte_eal_init(argc, argv);
+	if (ret < 0)
+		rte_exit(2, "invalid EAL arguments (see --help of DPDK's EAL)\n");
+	argc -= ret;
+	argv += ret;
+	argv[0] = (char *)"tally-dp";
+	if (parse_args(argc, argv, &o) != 0) {
+		usage(stderr);
+		rte_eal_cleanup();
+		return 2;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	dp.port_id = (uint16_t)o.eth_port;
+	dp.self.port = htons((uint16_t)o.udp_port);
+	dp.idle_us = (unsigned int)o.idle_us;
+	dp.max_jobs = (unsigned int)o.max_jobs;
+	if (rte_eth_dev_count_avail() == 0)
+		rte_exit(1, "no DPDK port: bind a NIC, or give one with "
+			"--vdev (e.g. net_af_packet0,iface=eth1)\n");
+	if (!rte_eth_dev_is_valid_port(dp.port_id))
+		rte_exit(1, "--eth-port %u: no such DPDK port\n", dp.port_id);
+	if (setup_lcores() != 0)
+		rte_exit(1, "need at least one worker lcore besides the main "
+			"one (e.g. -l 0,1)\n");
+	dp.self.nports = dp.nworkers;
+	if (o.udp_port + dp.nworkers - 1 > 65535)
+		rte_exit(1, "--udp-port %lu: no room for %u ports\n",
+			o.udp_port, dp.nworkers);
+	ret = tally_dp_port_init(&dp, (unsigned int)o.mbufs, (uint16_t)o.mtu);
+	if (ret != 0)
+		rte_exit(1, "port %u: %s\n", dp.port_id, strerror(-ret));
+	if (setup_queues() != 0 || tally_dp_jobs_init(&dp) != 0)
+		rte_exit(1, "out of memory for rings or jobs\n");
+	if (tally_dp_telemetry_init(&dp) != 0)
+		DP_LOG(WARNING, "telemetry commands not registered");
+	afd = tally_dp_admin_open(o.admin);
+	if (afd < 0)
+		rte_exit(1, "admin socket %s: %s\n", o.admin, strerror(-afd));
+	announce(&o);
+
+	for (uint16_t i = 0; i < dp.nworkers; i++)
+		rte_eal_remote_launch(tally_dp_lcore_main, &dp.lcores[i],
+			dp.lcores[i].lcore_id);
+	DP_LOG(INFO, "running");
+	ret = tally_dp_admin_serve(&dp, afd);
+	dp.stop = 1;
+	RTE_LCORE_FOREACH_WORKER(lcore_id)
+		rte_eal_wait_lcore(lcore_id);
+	DP_LOG(INFO, "stopping");
+	close(afd);
+	unlink(o.admin);
+	tally_dp_port_close(&dp);
+	teardown();
+	tally_dp_jobs_fini(&dp);
+	rte_eal_cleanup();
+	return ret == 0 ? 0 : 1;
+}

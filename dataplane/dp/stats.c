@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Counters by name, summed over worker lcores or of one lcore. Readers
+ * (admin socket, telemetry) run beside the lcores and read 64-bit words
+ * the lcores write; on x86-64 an aligned word is read whole, so a value
+ * may be a burst old but never torn.
+ */
+#include <stddef.h>
+
+#include "dp.h"
+
+struct field {
+	const char *name;
+	size_t off;
+};
+
+#define DP(f) { #f, offsetof(struct tally_dp_lcore, st.f) }
+#define AGG(n, f) { n, offsetof(struct tally_dp_lcore, agg.f) }
+
+static const struct field fields[] = {
+	DP(rx), DP(tx), DP(tx_dropped), DP(results), DP(arp_replies),
+	DP(icmp_replies), DP(dispatched), DP(ring_full), DP(no_neigh),
+	DP(no_mbuf), DP(misrouted), DP(idle_sleeps),
+	AGG("agg_rx", rx), AGG("contributions", accepted),
+	AGG("elements", elements), AGG("completed", completed),
+	AGG("retransmissions_served", resent), AGG("duplicates", duplicates),
+	AGG("nacks", nacks),
+};
+
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+
+/* Names of the per-reason drop counters, built once. */
+static char drop_names[TALLY_ST_MAX_ + TALLY_NET_DROP_MAX_][40];
+
+static const char *
+drop_name(unsigned int k)
+{
+	char *s = drop_names[k];
+
+	if (s[0] == '\0') {
+		if (k < TALLY_ST_MAX_)
+			snprintf(s, sizeof(drop_names[0]), "drop_%s",
+				tally_status_name(k));
+		else
+			snprintf(s, sizeof(drop_names[0]), "drop_net_%s",
+				tally_net_drop_name(k - TALLY_ST_MAX_));
+	}
+	return s;
+}
+
+static uint64_t
+value(const struct tally_dp *dp, int index, unsigned int k)
+{
+	uint64_t v = 0;
+
+	for (uint16_t i = 0; i < dp->nworkers; i++) {
+		const struct tally_dp_lcore *lc = &dp->lcores[i];
+
+		if (index >= 0 && i != index)
+			continue;
+		if (k < NFIELDS)
+			v += *(const volatile uint64_t *)((const char *)lc +
+				fields[k].off);
+		else if (k - NFIELDS < TALLY_ST_MAX_)
+			v += lc->agg.drops[k - NFIELDS];
+		else
+			v += lc->st.net_drops[k - NFIELDS - TALLY_ST_MAX_];
+	}
+	return v;
+}
+
+unsigned int
+tally_dp_counters(const struct tally_dp *dp, int index,
+	struct tally_dp_counter *out, unsigned int max)
+{
+	unsigned int n = 0;
+
+	for (unsigned int k = 0; k < NFIELDS + TALLY_ST_MAX_ +
+			TALLY_NET_DROP_MAX_; k++) {
+		/* Slot 0 of each drop array is "ok": not a drop. */
+		if (k == NFIELDS || k == NFIELDS + TALLY_ST_MAX_)
+			continue;
+		if (n < max) {
+			out[n].name = k < NFIELDS ? fields[k].name :
+				drop_name(k - NFIELDS);
+			out[n].value = value(dp, index, k);
+		}
+		n++;
+	}
+	return n;
+}
