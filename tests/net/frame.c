@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers of the packet-layer suites (frame.h says what each does). */
 #include <stdio.h>
+#include <limits.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,12 +31,17 @@ test_eal_init(const char *argv0)
 	 * together with --in-memory; --no-shconf is the part of
 	 * --in-memory that matters here (no shared files, no IPC socket).
 	 */
+	char prefix[48];
 	char *args[] = {
 		(char *)argv0,
 		"--no-huge", "--no-shconf", "--no-pci", "--no-telemetry",
-		"--file-prefix=tally-net-test", "-l", "0", "-m", "128",
+		prefix, "-l", "0", "-m", "128",
 		"--log-level=*:error",
 	};
+
+	/* One runtime directory per process: suites run in parallel. */
+	snprintf(prefix, sizeof(prefix), "--file-prefix=tally-net-%d",
+		(int)getpid());
 	int n = (int)RTE_DIM(args);
 
 	/* EAL logs to stdout by default, where TAP goes: keep it clean. */
@@ -49,7 +56,12 @@ test_eal_init(const char *argv0)
 void
 test_eal_fini(void)
 {
+	char dir[PATH_MAX];
+
+	/* EAL leaves its (here empty) runtime directory behind. */
+	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	rmdir(dir);
 }
 
 struct rte_mempool *
