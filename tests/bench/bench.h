@@ -19,6 +19,7 @@
 
 /* Subcommands. */
 int bench_engine(int argc, char **argv);
+int bench_allreduce(int argc, char **argv);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t

@@ -21,6 +21,8 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
 	{ "engine", bench_engine,
 		"aggregation engine against a read-only floor, one core" },
+	{ "allreduce", bench_allreduce,
+		"one worker of an allreduce through a dataplane (libtally)" },
 };
 
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The allreduce entry points: argument checks, then rounds through the
+ * sliding window (window.c). i32 sums go straight from and back into the
+ * caller's buffer; f32 sums take the shared-scale fixed-point detour (a
+ * MAX round for the scale, then an i32 sum); maxima are MAX rounds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <tally/fixp.h>
+
+#include "ctx.h"
+
+/*
+ * The checks every entry point starts with. Returns 1 to go on, 0 when
+ * there is nothing to do (n == 0), or a negative errno.
+ */
+static int
+check_call(struct tally_ctx *ctx, const void *buf, size_t n)
+{
+	if (ctx == NULL)
+		return -EINVAL;
+	if (ctx->broken)
+		return tally_ctx_fail(ctx, -EPIPE, "an earlier allreduce on "
+			"this context failed; its slots are out of step: "
+			"close it");
+	if (buf == NULL && n > 0)
+		return tally_ctx_fail(ctx, -EINVAL, "buffer is NULL");
+	if (n > UINT32_MAX)
+		return tally_ctx_fail(ctx, -EINVAL, "%zu elements: at most "
+			"2^32 - 1 in one allreduce", n);
+	ctx->err[0] = '\0';
+	return n > 0;
+}
+
+/* Runs r; an error leaves the slots in an unknown state. */
+static int
+run(struct tally_ctx *ctx, const struct tally_round *r)
+{
+	int rc = tally_window_run(ctx, r);
+
+	if (rc != 0)
+		ctx->broken = 1;
+	return rc;
+}
+
+int
+tally_allreduce_i32(struct tally_ctx *ctx, int32_t *buf, size_t n)
+{
+	struct tally_round r = {
+		.type = TALLY_PT_SUM, .enc = TALLY_ENC_I32,
+		.src = buf, .dst = buf, .n = n,
+	};
+	int rc = check_call(ctx, buf, n);
+
+	return rc <= 0 ? rc : run(ctx, &r);
+}
+
+int
+tally_allreduce_max_f32(struct tally_ctx *ctx, float *buf, size_t n)
+{
+	struct tally_round r = {
+		.type = TALLY_PT_MAX, .enc = TALLY_ENC_F32,
+		.src = buf, .dst = buf, .n = n,
+	};
+	int rc = check_call(ctx, buf, n);
+
+	return rc <= 0 ? rc : run(ctx, &r);
+}
+
+/* Makes ctx->fixp hold at least n elements; kept for later calls. */
+static int
+grow_fixp(struct tally_ctx *ctx, size_t n)
+{
+	int32_t *q;
+
+	if (ctx->fixp_cap >= n)
+		return 0;
+	q = malloc(n * sizeof(*q));
+	if (q == NULL)
+		return tally_ctx_fail(ctx, -ENOMEM, "out of memory for %zu "
+			"fixed-point elements", n);
+	free(ctx->fixp);
+	ctx->fixp = q;
+	ctx->fixp_cap = n;
+	return 0;
+}
+
+int
+tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n)
+{
+	struct tally_round r = { .type = TALLY_PT_MAX, .enc = TALLY_ENC_F32 };
+	float mine, global;
+	int rc, e;
+
+	rc = check_call(ctx, buf, n);
+	if (rc <= 0)
+		return rc;
+	/* Before any round, so that a failure leaves the slots in step. */
+	rc = grow_fixp(ctx, n);
+	if (rc != 0)
+		return rc;
+	mine = tally_fixp_absmax(buf, n);
+	r.src = &mine;
+	r.dst = &global;
+	r.n = 1;
+	rc = run(ctx, &r);
+	if (rc != 0)
+		return rc;
+	/* Every rank has the same maximum, so all agree on what follows. */
+	if (tally_fixp_exponent(global, ctx->world, &e) != 0)
+		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over "
+			"all ranks is %g: no fixed-point scale for it", global);
+	tally_fixp_encode(buf, ctx->fixp, n, e);
+	r = (struct tally_round){
+		.type = TALLY_PT_SUM, .enc = TALLY_ENC_I32,
+		.scale_exp = (int16_t)e,
+		.src = ctx->fixp, .dst = ctx->fixp, .n = n,
+	};
+	rc = run(ctx, &r);
+	if (rc != 0)
+		return rc;
+	tally_fixp_decode(ctx->fixp, buf, n, e);
+	return 0;
+}

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libtally contexts: opening one (checking the options, opening the
+ * transport, allocating slots and buffers), closing it, its last error and
+ * its counters.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+
+#define DEFAULT_WINDOW		64
+#define DEFAULT_RTO_US		2000u
+#define DEFAULT_TIMEOUT_MS	5000u
+#define WINDOW_MAX		32768	/* the dataplane's largest window */
+
+/* Why the calling thread's last tally_ctx_open() failed. */
+static __thread char open_err[TALLY_CTX_ERR_LEN];
+
+int
+tally_ctx_fail(struct tally_ctx *ctx, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* As tally_ctx_fail(), for open: the message goes to open_err. */
+static int
+open_fail(int rc, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int
+open_fail(int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(open_err, sizeof(open_err), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* Parses a dotted quad into *ip (network order); name is for the text. */
+static int
+parse_ip(const char *name, const char *s, uint32_t *ip)
+{
+	struct in_addr a;
+
+	if (s == NULL || inet_pton(AF_INET, s, &a) != 1)
+		return open_fail(-EINVAL, "%s '%s' is not an IPv4 address",
+			name, s == NULL ? "(null)" : s);
+	*ip = a.s_addr;
+	return 0;
+}
+
+/* Whether ip (network order) can be the dataplane's: one host's. */
+static int
+unicast(uint32_t ip)
+{
+	uint32_t h = ntohl(ip);
+
+	return h != INADDR_ANY && h != INADDR_BROADCAST && !IN_MULTICAST(h);
+}
+
+/*
+ * Checks o and fills the transport's conf and ctx's identity and limits
+ * (defaults applied). Returns 0 or -EINVAL with open_err set.
+ */
+static int
+check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
+	struct tally_ctx *ctx)
+{
+	int rc;
+
+	if (o->world == 0 || o->world > TALLY_MAX_WORKERS)
+		return open_fail(-EINVAL, "world %u is not in 1..%u",
+			o->world, TALLY_MAX_WORKERS);
+	if (o->rank >= o->world)
+		return open_fail(-EINVAL, "rank %u is not below world %u",
+			o->rank, o->world);
+	if (o->elems > TALLY_MAX_ELEMS)
+		return open_fail(-EINVAL, "elems %u is above %u", o->elems,
+			TALLY_MAX_ELEMS);
+	if (o->window > WINDOW_MAX)
+		return open_fail(-EINVAL, "window %u is above %u", o->window,
+			WINDOW_MAX);
+	rc = parse_ip("dp_addr", o->dp_addr, &uc->dp_ip);
+	if (rc == 0 && !unicast(uc->dp_ip))
+		rc = open_fail(-EINVAL, "dp_addr '%s' is not a unicast "
+			"address", o->dp_addr);
+	if (rc == 0 && o->bind_addr != NULL)
+		rc = parse_ip("bind_addr", o->bind_addr, &uc->bind_ip);
+	if (rc != 0)
+		return rc;
+	uc->dp_port = o->dp_port != 0 ? o->dp_port : TALLY_UDP_PORT;
+	uc->dp_nports = o->dp_nports != 0 ? o->dp_nports : 1;
+	if (uc->dp_port + uc->dp_nports - 1 > 65535)
+		return open_fail(-EINVAL, "ports %u..%u run past 65535",
+			uc->dp_port, uc->dp_port + uc->dp_nports - 1);
+	uc->bind_port = o->bind_port;
+	ctx->job = o->job;
+	ctx->token = o->token;
+	ctx->rank = o->rank;
+	ctx->world = o->world;
+	ctx->window = o->window != 0 ? o->window : DEFAULT_WINDOW;
+	ctx->elems = o->elems != 0 ? o->elems : TALLY_DEFAULT_ELEMS;
+	ctx->rto_us = o->rto_us != 0 ? o->rto_us : DEFAULT_RTO_US;
+	if (ctx->rto_us > TALLY_RTO_MAX_US)
+		ctx->rto_us = TALLY_RTO_MAX_US;
+	ctx->rto_min_us = ctx->rto_us;
+	ctx->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms :
+		DEFAULT_TIMEOUT_MS;
+	return 0;
+}
+
+int
+tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
+{
+	struct tally_udp_conf uc = { 0 };
+	struct tally_ctx *ctx;
+	int rc;
+
+	open_err[0] = '\0';
+	if (out != NULL)
+		*out = NULL;
+	if (o == NULL || out == NULL)
+		return open_fail(-EINVAL, "tally_ctx_open: %s is NULL",
+			o == NULL ? "opts" : "out");
+	ctx = calloc(1, sizeof(*ctx));
+	if (ctx == NULL)
+		return open_fail(-ENOMEM, "out of memory");
+	rc = check_opts(o, &uc, ctx);
+	if (rc != 0)
+		goto err_free;
+	ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
+	ctx->rx_room = TALLY_HDR_LEN + 4u * ctx->elems;
+	ctx->rxbuf = malloc((size_t)TALLY_TP_BURST * ctx->rx_room);
+	if (ctx->slots == NULL || ctx->rxbuf == NULL) {
+		rc = open_fail(-ENOMEM, "out of memory");
+		goto err_free;
+	}
+	ctx->tp = tally_udp_transport_create(&uc);
+	if (ctx->tp == NULL) {
+		rc = open_fail(-errno, "udp socket on %s:%u: %s",
+			o->bind_addr != NULL ? o->bind_addr : "0.0.0.0",
+			o->bind_port, strerror(errno));
+		goto err_free;
+	}
+	*out = ctx;
+	return 0;
+err_free:
+	free(ctx->rxbuf);
+	free(ctx->slots);
+	free(ctx);
+	return rc;
+}
+
+void
+tally_ctx_close(struct tally_ctx *ctx)
+{
+	if (ctx == NULL)
+		return;
+	tally_transport_destroy(ctx->tp);
+	free(ctx->fixp);
+	free(ctx->rxbuf);
+	free(ctx->slots);
+	free(ctx);
+}
+
+const char *
+tally_ctx_error(const struct tally_ctx *ctx)
+{
+	return ctx == NULL ? open_err : ctx->err;
+}
+
+void
+tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
+{
+	if (st == NULL)
+		return;
+	if (ctx == NULL)
+		memset(st, 0, sizeof(*st));
+	else
+		*st = ctx->st;
+}

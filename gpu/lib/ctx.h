@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libtally's context, as its own files see it: the transport, the job's
+ * identity, the slots (with the shadow-set bit each keeps for the
+ * context's life), buffers, counters and the last error. ctx.c creates
+ * and frees it, window.c runs rounds over its slots, allreduce.c holds
+ * the public entry points.
+ */
+#ifndef TALLY_LIB_CTX_H
+#define TALLY_LIB_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tally/proto.h>
+#include <tally/tally.h>
+
+#include "transport/transport.h"
+
+#define TALLY_CTX_ERR_LEN	256
+#define TALLY_RTO_MAX_US	200000u	/* retransmission timeout cap */
+
+/*
+ * One aggregation slot as this worker uses it. set is the shadow set of
+ * the slot's next (or current) round: flipped each time a result is taken
+ * from the slot, for the context's whole life. The rest describes the
+ * chunk outstanding on the slot, when busy.
+ */
+struct tally_slot {
+	uint64_t sent_ns;	/* when the chunk first went out */
+	uint64_t deadline_ns;	/* retransmit when passed */
+	uint32_t chunk;		/* chunk index within the running round */
+	uint32_t rto_us;	/* current timeout of that chunk */
+	uint8_t busy;		/* a chunk is outstanding */
+	uint8_t set;		/* 0 or 1 */
+	uint8_t hdr[TALLY_HDR_LEN]; /* the chunk's header, wire order */
+};
+
+struct tally_ctx {
+	struct tally_transport *tp;
+	uint16_t job;
+	uint64_t token;
+	uint8_t rank;
+	uint8_t world;
+	uint16_t window;
+	uint16_t elems;
+	unsigned int rto_min_us;	/* opts' rto_us: first and floor */
+	unsigned int rto_us;		/* timeout of a fresh chunk */
+	uint32_t srtt_us;		/* smoothed round trip, 0: none yet */
+	uint32_t rttvar_us;		/* its mean deviation */
+	unsigned int timeout_ms;
+	struct tally_slot *slots;	/* [window] */
+	uint8_t *rxbuf;			/* TALLY_TP_BURST x rx_room bytes */
+	uint32_t rx_room;
+	int32_t *fixp;			/* f32 allreduce's fixed-point copy */
+	size_t fixp_cap;		/* its elements */
+	int broken;			/* an allreduce failed: slots unknown */
+	struct tally_ctx_stats st;
+	char err[TALLY_CTX_ERR_LEN];
+};
+
+/*
+ * Records an error: formats the message into ctx->err and returns rc (a
+ * negative errno), so that callers can "return tally_ctx_fail(...)".
+ */
+int tally_ctx_fail(struct tally_ctx *ctx, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* One pass of chunks through the slots: what tally_window_run() does. */
+struct tally_round {
+	uint8_t type;		/* TALLY_PT_SUM or TALLY_PT_MAX */
+	uint8_t enc;		/* TALLY_ENC_I32 or TALLY_ENC_F32 */
+	int16_t scale_exp;	/* put in every header */
+	const void *src;	/* n 4-byte elements to contribute */
+	void *dst;		/* n 4-byte results; may be src */
+	size_t n;		/* elements, 1 .. 2^32 - 1 */
+};
+
+/*
+ * Runs r: sends chunk c of ctx->elems elements (the last one shorter) to
+ * slot c % window with the slot's set bit, keeps at most one chunk a slot
+ * outstanding, retransmits on timeouts, and writes each chunk's result to
+ * r->dst. Borrows r and the buffers it names. Returns 0, -ETIMEDOUT,
+ * -EPROTO (a NACK) or a transport error, with the message in ctx->err;
+ * on an error the slots are left as they were (the caller marks the ctx
+ * broken).
+ */
+int tally_window_run(struct tally_ctx *ctx, const struct tally_round *r);
+
+#endif /* TALLY_LIB_CTX_H */

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The sliding window: one round of chunks through the job's slots, with
+ * loss recovery, shared by every allreduce (sums and maxima alike).
+ *
+ * Chunk c (ctx->elems elements at element offset c * elems, the last one
+ * shorter) goes to slot c % window. Each slot is a lane of its own: it
+ * carries chunks s, s + window, s + 2 window, ... one at a time, and sends
+ * the next as soon as it holds the result of the one before, so a lost
+ * packet holds up only its own slot. The set bit of a slot is the ctx's,
+ * flipped each time a result is taken, so consecutive rounds continue the
+ * alternation (docs/protocol.md, "Slots and the shadow sets").
+ *
+ * Every outstanding chunk has a deadline; when it passes, the chunk goes
+ * again flagged RETX and its timeout doubles, up to TALLY_RTO_MAX_US.
+ * While nothing at all comes back, only the lowest expired chunk goes
+ * again each time, as a probe (see retransmit()).
+ *
+ * A fresh chunk's timeout follows the measured round trip as TCP's does
+ * (RFC 6298 from chunks sent once; at least 2 srtt, see rtt_sample()),
+ * never below the configured rto_us, and keeps a retransmission's
+ * back-off until a chunk sent once comes back (Karn). On a slow or loaded
+ * path a full window takes longer than a fixed 2 ms to come back, and
+ * retransmitting all of it would only add load.
+ *
+ * The round fails when no result at all arrived for ctx->timeout_ms, or
+ * when the dataplane NACKs an outstanding chunk.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctx.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "payloads are sent from and received into the caller's buffers \
+as they are: little-endian hosts only"
+#endif
+
+/* One running round. */
+struct run {
+	struct tally_ctx *ctx;
+	const struct tally_round *r;
+	uint32_t nchunks;
+	uint32_t done;			/* chunks whose result arrived */
+	uint8_t res_type;		/* the result we wait for */
+	uint8_t res_enc;
+	uint64_t scan_ns;		/* look for expired deadlines then */
+	uint64_t progress_ns;		/* when the last result arrived */
+	int err;			/* first error, with ctx->err set */
+	unsigned int ntx;
+	struct tally_tx_pkt tx[TALLY_TP_BURST];
+};
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t
+chunk_offset(const struct run *run, uint32_t c)
+{
+	return c * (uint32_t)run->ctx->elems;
+}
+
+static uint16_t
+chunk_count(const struct run *run, uint32_t c)
+{
+	size_t left = run->r->n - (size_t)chunk_offset(run, c);
+
+	return (uint16_t)(left < run->ctx->elems ? left : run->ctx->elems);
+}
+
+/* Hands the queued packets to the transport (drops them after an error). */
+static void
+flush(struct run *run)
+{
+	struct tally_ctx *ctx = run->ctx;
+	unsigned int n = run->ntx;
+	int rc;
+
+	run->ntx = 0;
+	if (n == 0 || run->err != 0)
+		return;
+	rc = tally_transport_send(ctx->tp, run->tx, n);
+	if (rc < 0)
+		run->err = tally_ctx_fail(ctx, rc, "%s transport: send: %s",
+			ctx->tp->name, strerror(-rc));
+}
+
+/* Queues the chunk outstanding on slot s (its header as it stands). */
+static void
+queue(struct run *run, uint16_t s)
+{
+	struct tally_ctx *ctx = run->ctx;
+	struct tally_slot *slot = &ctx->slots[s];
+	struct tally_tx_pkt *p = &run->tx[run->ntx++];
+	size_t len = (size_t)chunk_count(run, slot->chunk) * 4;
+
+	p->slot = s;
+	p->iov[0].iov_base = slot->hdr;
+	p->iov[0].iov_len = TALLY_HDR_LEN;
+	/* The transport only reads the payload: zero-copy from r->src. */
+	p->iov[1].iov_base = (void *)((uintptr_t)run->r->src +
+		(size_t)chunk_offset(run, slot->chunk) * 4);
+	p->iov[1].iov_len = len;
+	ctx->st.packets_sent++;
+	ctx->st.bytes_sent += TALLY_HDR_LEN + len;
+	if (run->ntx == TALLY_TP_BURST)
+		flush(run);
+}
+
+/* Puts chunk c on slot s (free) and queues it. */
+static void
+start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
+{
+	struct tally_ctx *ctx = run->ctx;
+	struct tally_slot *slot = &ctx->slots[s];
+	struct tally_hdr h = {
+		.version = TALLY_PROTO_VERSION,
+		.type = run->r->type,
+		.flags = (uint8_t)((slot->set ? TALLY_F_SET : 0) |
+			(c == run->nchunks - 1 ? TALLY_F_LAST : 0)),
+		.enc = run->r->enc,
+		.job = ctx->job,
+		.token = ctx->token,
+		.rank = ctx->rank,
+		.slot = s,
+		.offset = chunk_offset(run, c),
+		.count = chunk_count(run, c),
+		.scale_exp = run->r->scale_exp,
+		.next_block = TALLY_NO_BLOCK,
+	};
+
+	tally_hdr_encode(&h, slot->hdr);
+	slot->sent_ns = now;
+	slot->chunk = c;
+	slot->busy = 1;
+	slot->rto_us = ctx->rto_us;
+	slot->deadline_ns = now + (uint64_t)slot->rto_us * 1000;
+	if (slot->deadline_ns < run->scan_ns)
+		run->scan_ns = slot->deadline_ns;
+	queue(run, s);
+}
+
+/* Doubles the timeout of the chunk on slot (capped) from now on. */
+static void
+back_off(struct tally_ctx *ctx, struct tally_slot *slot, uint64_t now)
+{
+	slot->rto_us = slot->rto_us * 2 > TALLY_RTO_MAX_US ?
+		TALLY_RTO_MAX_US : slot->rto_us * 2;
+	slot->deadline_ns = now + (uint64_t)slot->rto_us * 1000;
+	/* Karn: fresh chunks keep the backed-off timeout until a chunk
+	 * sent once gives a sample. */
+	if (slot->rto_us > ctx->rto_us)
+		ctx->rto_us = slot->rto_us;
+}
+
+/*
+ * Deals with the chunks whose deadline passed: each backs off (its
+ * timeout doubles) and goes again flagged RETX, unless nothing at all has
+ * come back for half a fresh timeout. Then the whole window is stuck,
+ * which is a member that has not sent yet (started late, descheduled) far
+ * more often than a loss of every chunk at once, so only the lowest of
+ * the expired chunks goes again, as a probe (TCP sends one segment on a
+ * timeout for the same reason). Sets the next scan to the earliest
+ * deadline left.
+ */
+static void
+retransmit(struct run *run, uint64_t now)
+{
+	struct tally_ctx *ctx = run->ctx;
+	int stuck = now - run->progress_ns >= (uint64_t)ctx->rto_us * 500;
+	uint64_t next = UINT64_MAX;
+	uint32_t probe = UINT32_MAX;
+	uint16_t s;
+
+	for (s = 0; stuck && s < ctx->window; s++) {
+		const struct tally_slot *slot = &ctx->slots[s];
+
+		if (slot->busy && slot->deadline_ns <= now &&
+				slot->chunk < probe)
+			probe = slot->chunk;
+	}
+	for (s = 0; s < ctx->window; s++) {
+		struct tally_slot *slot = &ctx->slots[s];
+
+		if (!slot->busy)
+			continue;
+		if (slot->deadline_ns <= now) {
+			back_off(ctx, slot, now);
+			if (!stuck || slot->chunk == probe) {
+				slot->hdr[4] |= TALLY_F_RETX;
+				ctx->st.retransmits++;
+				queue(run, s);
+			}
+		}
+		if (slot->deadline_ns < next)
+			next = slot->deadline_ns;
+	}
+	run->scan_ns = next;
+}
+
+/*
+ * Takes a round-trip sample (RFC 6298, in microseconds) and sets the
+ * timeout of fresh chunks from it.
+ */
+static void
+rtt_sample(struct tally_ctx *ctx, uint64_t rtt_ns)
+{
+	uint32_t r = rtt_ns / 1000 > TALLY_RTO_MAX_US ? TALLY_RTO_MAX_US :
+		(uint32_t)(rtt_ns / 1000);
+	uint32_t dev, rto;
+
+	if (ctx->srtt_us == 0) {
+		ctx->srtt_us = r > 0 ? r : 1;
+		ctx->rttvar_us = r / 2;
+	} else {
+		dev = r > ctx->srtt_us ? r - ctx->srtt_us : ctx->srtt_us - r;
+		ctx->rttvar_us = (3 * ctx->rttvar_us + dev) / 4;
+		ctx->srtt_us = (7 * ctx->srtt_us + r) / 8;
+	}
+	/*
+	 * RFC 6298's srtt + 4 rttvar, but at least 2 srtt: a chunk's round
+	 * trip includes waiting for the slowest member, whose lag swings
+	 * more than rttvar follows; this halved spurious retransmissions on
+	 * a loaded host without slowing recovery from loss.
+	 */
+	dev = 4 * ctx->rttvar_us > ctx->srtt_us ? 4 * ctx->rttvar_us :
+		ctx->srtt_us;
+	rto = ctx->srtt_us + dev;
+	rto = rto < ctx->rto_min_us ? ctx->rto_min_us : rto;
+	ctx->rto_us = rto > TALLY_RTO_MAX_US ? TALLY_RTO_MAX_US : rto;
+}
+
+/* Whether h (a result or NACK) names the chunk outstanding on its slot. */
+static int
+is_outstanding(const struct run *run, const struct tally_hdr *h)
+{
+	const struct tally_slot *slot;
+
+	if (h->slot >= run->ctx->window)
+		return 0;
+	slot = &run->ctx->slots[h->slot];
+	return slot->busy && ((h->flags & TALLY_F_SET) != 0) == slot->set &&
+		h->offset == chunk_offset(run, slot->chunk) &&
+		h->count == chunk_count(run, slot->chunk);
+}
+
+static const char *
+nack_hint(unsigned int status)
+{
+	switch (status) {
+	case TALLY_ST_BAD_LENGTH:
+		return " (elems above the job's max_elems?)";
+	case TALLY_ST_BAD_SLOT:
+		return " (window above the job's?)";
+	case TALLY_ST_MISMATCH:
+	case TALLY_ST_EARLY:
+		return " (members out of step: different calls or sizes?)";
+	default:
+		return "";
+	}
+}
+
+static void
+take_nack(struct run *run, const struct tally_hdr *h)
+{
+	struct tally_ctx *ctx = run->ctx;
+
+	if (h->rank != ctx->rank) {
+		ctx->st.duplicates++;
+		return;
+	}
+	ctx->st.nacks++;
+	if (!is_outstanding(run, h))
+		return;		/* about a packet no longer in question */
+	run->err = tally_ctx_fail(ctx, -EPROTO, "dataplane refused the chunk "
+		"at offset %u (slot %u, %u elements): %s%s", h->offset,
+		h->slot, h->count, tally_status_name(h->status),
+		nack_hint(h->status));
+}
+
+/* Handles one received packet of len bytes at buf (borrowed). */
+static void
+take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
+{
+	struct tally_ctx *ctx = run->ctx;
+	struct tally_slot *slot;
+	struct tally_hdr h;
+	uint32_t next;
+
+	ctx->st.bytes_received += len;
+	if (tally_hdr_decode(buf, len, &h) != TALLY_ST_OK ||
+			h.job != ctx->job || h.token != ctx->token) {
+		ctx->st.duplicates++;
+		return;
+	}
+	if (h.type == TALLY_PT_NACK) {
+		take_nack(run, &h);
+		return;
+	}
+	if (h.type != run->res_type || h.enc != run->res_enc ||
+			h.scale_exp != run->r->scale_exp ||
+			!is_outstanding(run, &h)) {
+		ctx->st.duplicates++;
+		return;
+	}
+	/* A result, first or RETX alike: the chunk is done. */
+	memcpy((uint8_t *)run->r->dst + (size_t)h.offset * 4,
+		buf + TALLY_HDR_LEN, (size_t)h.count * 4);
+	slot = &ctx->slots[h.slot];
+	if (!(slot->hdr[4] & TALLY_F_RETX))
+		rtt_sample(ctx, now - slot->sent_ns);
+	slot->busy = 0;
+	slot->set ^= 1;
+	ctx->st.results++;
+	run->done++;
+	run->progress_ns = now;
+	next = slot->chunk + ctx->window;
+	if (next < run->nchunks && next > slot->chunk)
+		start_chunk(run, h.slot, next, now);
+}
+
+/* Waits for and takes one burst of packets. */
+static void
+receive(struct run *run, uint64_t now, uint64_t until)
+{
+	struct tally_ctx *ctx = run->ctx;
+	struct tally_rx_pkt rx[TALLY_TP_BURST];
+	uint64_t wait_ns = until > now ? until - now : 0;
+	int rc, i;
+
+	if (wait_ns > 1000000000u)
+		wait_ns = 1000000000u;	/* the loop comes back anyway */
+	for (i = 0; i < TALLY_TP_BURST; i++) {
+		rx[i].buf = ctx->rxbuf + (size_t)i * ctx->rx_room;
+		rx[i].room = ctx->rx_room;
+		rx[i].len = 0;
+	}
+	rc = tally_transport_recv(ctx->tp, rx, TALLY_TP_BURST,
+		(unsigned int)((wait_ns + 999) / 1000));
+	if (rc < 0) {
+		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
+			ctx->tp->name, strerror(-rc));
+		return;
+	}
+	now = now_ns();
+	for (i = 0; i < rc && run->err == 0; i++)
+		if (rx[i].len > 0)
+			take(run, rx[i].buf, rx[i].len, now);
+}
+
+int
+tally_window_run(struct tally_ctx *ctx, const struct tally_round *r)
+{
+	uint64_t timeout_ns = (uint64_t)ctx->timeout_ms * 1000000u;
+	struct run run = {
+		.ctx = ctx,
+		.r = r,
+		.nchunks = (uint32_t)((r->n + ctx->elems - 1) / ctx->elems),
+		.res_type = r->type == TALLY_PT_MAX ? TALLY_PT_MAX_RESULT :
+			TALLY_PT_SUM_RESULT,
+		.res_enc = r->enc,	/* i32 and f32 come back as they went */
+		.scan_ns = UINT64_MAX,
+	};
+	uint64_t now = now_ns();
+	uint32_t c;
+
+	run.progress_ns = now;
+	for (c = 0; c < run.nchunks && c < ctx->window && run.err == 0; c++)
+		start_chunk(&run, (uint16_t)c, c, now);
+	flush(&run);
+	while (run.done < run.nchunks && run.err == 0) {
+		uint64_t until = run.progress_ns + timeout_ns;
+
+		now = now_ns();
+		if (now >= run.scan_ns) {
+			retransmit(&run, now);
+			flush(&run);
+		}
+		if (now >= until)
+			return tally_ctx_fail(ctx, -ETIMEDOUT, "no result from "
+				"the dataplane for %u ms (%u of %u chunks "
+				"done): a member is missing, or its packets "
+				"are dropped (token, source address?)",
+				ctx->timeout_ms, run.done, run.nchunks);
+		receive(&run, now, run.scan_ns < until ? run.scan_ns : until);
+		flush(&run);
+	}
+	return run.err;
+}

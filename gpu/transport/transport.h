@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * How libtally moves tally packets: a transport sends bursts of packets,
+ * each given as two pieces (the header and the payload, so that payloads
+ * go out straight from the caller's buffer), and receives bursts into
+ * buffers the caller owns. Kernel UDP (udp.c) is the one implementation
+ * today; a DPDK port or an RDMA UD queue pair fits behind the same ops
+ * (the two pieces become mbuf segments or scatter-gather entries).
+ *
+ * A transport talks to one dataplane: it picks the destination of each
+ * packet from its slot (the dataplane steers slots to lcores by port), and
+ * hands up only packets that come from the dataplane.
+ */
+#ifndef TALLY_TRANSPORT_TRANSPORT_H
+#define TALLY_TRANSPORT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define TALLY_TP_BURST	32	/* most packets one send or recv handles */
+
+/* One packet to send. */
+struct tally_tx_pkt {
+	struct iovec iov[2];	/* header (TALLY_HDR_LEN bytes), payload
+				 * (iov_len 0 for none) */
+	uint16_t slot;		/* its slot: picks the dataplane's port */
+};
+
+/* One buffer to receive a packet into. */
+struct tally_rx_pkt {
+	void *buf;		/* the caller's */
+	uint32_t room;		/* its size; longer packets are cut */
+	uint32_t len;		/* set by recv: bytes received; 0 for a packet
+				 * the transport discarded (not from the
+				 * dataplane): skip it */
+};
+
+struct tally_transport;
+
+struct tally_transport_ops {
+	/*
+	 * Sends pkts[0..n), n <= TALLY_TP_BURST, in order. Borrows pkts and
+	 * what they point to until it returns. Returns how many the network
+	 * took (a packet refused on the way, as by a full queue or a
+	 * firewall, is simply lost, as on the wire), or -errno on a failure
+	 * that will not go away (a closed socket).
+	 */
+	int (*send)(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
+		unsigned int n);
+	/*
+	 * Receives up to n packets (n <= TALLY_TP_BURST) into pkts[i].buf,
+	 * waiting up to timeout_us for the first (0: do not wait). Returns
+	 * how many entries it filled (0 when the time passed), or -errno.
+	 */
+	int (*recv)(struct tally_transport *tp, struct tally_rx_pkt *pkts,
+		unsigned int n, unsigned int timeout_us);
+	/* Closes and frees tp. */
+	void (*destroy)(struct tally_transport *tp);
+};
+
+/* The head of every transport; implementations embed it first. */
+struct tally_transport {
+	const struct tally_transport_ops *ops;
+	const char *name;	/* "udp", ... */
+};
+
+static inline int
+tally_transport_send(struct tally_transport *tp,
+	const struct tally_tx_pkt *pkts, unsigned int n)
+{
+	return tp->ops->send(tp, pkts, n);
+}
+
+static inline int
+tally_transport_recv(struct tally_transport *tp, struct tally_rx_pkt *pkts,
+	unsigned int n, unsigned int timeout_us)
+{
+	return tp->ops->recv(tp, pkts, n, timeout_us);
+}
+
+/* Closes tp; NULL is fine. */
+static inline void
+tally_transport_destroy(struct tally_transport *tp)
+{
+	if (tp != NULL)
+		tp->ops->destroy(tp);
+}
+
+/* Kernel UDP: what tally_udp_transport_create() needs. */
+struct tally_udp_conf {
+	uint32_t dp_ip;		/* dataplane IPv4, network order */
+	uint16_t dp_port;	/* first port of its range, host order */
+	uint16_t dp_nports;	/* ports in the range, >= 1: slot s goes to
+				 * dp_port + s % dp_nports */
+	uint32_t bind_ip;	/* local IPv4, network order; 0 = any */
+	uint16_t bind_port;	/* local port, host order; 0 = ephemeral */
+	int sockbuf;		/* SO_SNDBUF and SO_RCVBUF bytes, 0 = 4 MiB */
+};
+
+/*
+ * Opens a UDP socket bound to the local address of conf (borrowed) that
+ * sends with sendmmsg() and receives with recvmmsg(), keeping only
+ * datagrams from the dataplane's address. Returns the transport, or NULL
+ * with errno set (EINVAL for a bad conf, or the socket's error).
+ */
+struct tally_transport *tally_udp_transport_create(
+	const struct tally_udp_conf *conf);
+
+#endif /* TALLY_TRANSPORT_TRANSPORT_H */

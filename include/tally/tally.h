@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libtally: the worker's side of a tally allreduce.
+ *
+ * A context (struct tally_ctx) is one worker's membership in one job at
+ * the dataplane: its address, the job's id and token, the worker's rank,
+ * and the state of the job's aggregation slots as this worker has used
+ * them (one shadow-set bit per slot, kept for the context's whole life;
+ * docs/protocol.md, "Slots and the shadow sets"). It sends over kernel UDP
+ * from one socket, so the worker's source address and port stay the same
+ * for the context's life, as the dataplane's member check wants.
+ *
+ * Every member of the job must call the same allreduce functions in the
+ * same order with the same element counts: that is what keeps their slot
+ * use, and so their set bits, in step.
+ *
+ * A context is not thread-safe: one thread at a time. Different contexts
+ * are independent.
+ *
+ * Errors: int functions return 0 or a negative errno, and leave a line of
+ * text in tally_ctx_error(). After an allreduce fails with anything but
+ * -EINVAL or -ERANGE, the slots are in an unknown state (some chunks may
+ * have been counted at the dataplane, others not): the context refuses
+ * every further allreduce with -EPIPE, and the caller must close it (and
+ * the job be restarted at the dataplane, which empties its slots).
+ */
+#ifndef TALLY_TALLY_H
+#define TALLY_TALLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally_ctx;
+
+/*
+ * What tally_ctx_open() needs. Zero-initialise it and set what you need;
+ * a 0 means the default where one is named.
+ */
+struct tally_ctx_opts {
+	const char *dp_addr;	/* dataplane IPv4 address, dotted quad */
+	uint16_t dp_port;	/* first UDP port of the dataplane's range;
+				 * 0 = TALLY_UDP_PORT (47474) */
+	uint16_t dp_nports;	/* ports in the range, 0 = 1. Slot s goes to
+				 * dp_port + s % dp_nports: each port is the
+				 * dataplane lcore that owns those slots */
+	const char *bind_addr;	/* local IPv4 to bind, NULL = any */
+	uint16_t bind_port;	/* local UDP port, 0 = ephemeral */
+	uint16_t job;		/* job id at the dataplane */
+	uint64_t token;		/* the job's token */
+	uint8_t rank;		/* this worker, 0 .. world - 1 */
+	uint8_t world;		/* members of the job, 1..64 */
+	uint16_t window;	/* slots to use, 0 = 64; at most the job's
+				 * window at the dataplane (else: NACK) */
+	uint16_t elems;		/* elements a packet, 0 = 256 (1 KiB of i32);
+				 * at most the job's max_elems (else: NACK) */
+	unsigned int rto_us;	/* first and smallest retransmission timeout,
+				 * 0 = 2000; then follows the measured round
+				 * trip; doubles per retry of a chunk, up to
+				 * 200 ms */
+	unsigned int timeout_ms; /* an allreduce fails with -ETIMEDOUT when
+				 * no result arrived for this long, 0 = 5000 */
+};
+
+/*
+ * Opens a context: checks o, binds a UDP socket. Borrows o (nothing of it
+ * is kept). On success writes the context to *out and returns 0. On
+ * failure writes NULL to *out (when out is not NULL) and returns -EINVAL
+ * (o or out NULL; world 0 or above 64; rank >= world; an address that is
+ * not a dotted quad, or a dp_addr that is not unicast; elems above 8192;
+ * window above 32768; a port range past 65535), -ENOMEM,
+ * or the socket's error (-EADDRINUSE, ...); tally_ctx_error(NULL) then
+ * tells why, in this thread.
+ */
+int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
+
+/* Closes the socket and frees the context. NULL is fine. */
+void tally_ctx_close(struct tally_ctx *ctx);
+
+/*
+ * Sums buf[0..n) over all ranks, in place, exactly: 32-bit two's
+ * complement, wrapping. Borrows buf for the call (its elements are sent
+ * straight from it, and the sums written over it). Returns 0, or:
+ * -EINVAL (ctx NULL, buf NULL with n > 0, n above 2^32 - 1), -ETIMEDOUT
+ * (no result for timeout_ms: a member is missing, or the dataplane drops
+ * the packets, e.g. for a wrong token), -EPROTO (the dataplane refused a
+ * chunk with a NACK; the reason is in tally_ctx_error()), -EPIPE (an
+ * earlier call failed), or a socket error. n == 0 returns 0 at once.
+ */
+int tally_allreduce_i32(struct tally_ctx *ctx, int32_t *buf, size_t n);
+
+/*
+ * Sums buf[0..n) over all ranks, in place, in shared-scale fixed point
+ * (<tally/fixp.h>): a MAX round finds the global max |x|, from which every
+ * rank derives the same exponent, encodes to i32, sums exactly, decodes.
+ * Every rank gets the same bits, equal to decode(sum over ranks of
+ * encode(x_r)). Borrows buf; encodes into a buffer of the context, grown
+ * as needed and kept for later calls. Errors as tally_allreduce_i32(),
+ * and -ERANGE when some rank's tensor holds an infinity (every rank gets
+ * it; the context stays usable). NaNs count as 0.
+ */
+int tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n);
+
+/*
+ * Element-wise maximum of buf[0..n) over all ranks, in place, in IEEE
+ * 754's total order (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN).
+ * Borrows buf. Errors as tally_allreduce_i32().
+ */
+int tally_allreduce_max_f32(struct tally_ctx *ctx, float *buf, size_t n);
+
+/*
+ * Text of the context's last error, "" if none; owned by the context,
+ * valid until its next call. With ctx NULL: the last tally_ctx_open()
+ * failure of the calling thread.
+ */
+const char *tally_ctx_error(const struct tally_ctx *ctx);
+
+/* Counters over the context's life. */
+struct tally_ctx_stats {
+	uint64_t packets_sent;	/* contributions handed to the transport,
+				 * retransmissions too */
+	uint64_t retransmits;	/* of those, retransmissions (flag RETX) */
+	uint64_t results;	/* results taken: one per chunk */
+	uint64_t duplicates;	/* results ignored: for a chunk already done,
+				 * or matching no outstanding chunk */
+	uint64_t nacks;		/* NACKs received for this worker */
+	uint64_t bytes_sent;	/* UDP payload bytes sent */
+	uint64_t bytes_received; /* UDP payload bytes received */
+};
+
+/* Copies the context's counters to *st. Borrows ctx. */
+void tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_TALLY_H */

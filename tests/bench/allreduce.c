@@ -1,0 +1,682 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally-bench allreduce: one worker's side of a real allreduce through a
+ * dataplane, with libtally over kernel UDP. Run one per rank (end-to-end
+ * tests, the quickstart, benchmarks).
+ *
+ * Rank r's tensor is generated from (seed, r), so every rank can also
+ * generate every other rank's tensor and compute the reference result
+ * itself: a wrapping sum for i32; for f32 the shared-scale procedure
+ * (global max |x| over all tensors, exponent, sum of encodings, decode).
+ * It runs --iters allreduces, restoring its input before each and timing
+ * each, then computes the reference (after the timed part, so that the
+ * ranks start their allreduces together) and checks every iteration's
+ * result against it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tally/fixp.h>
+#include <tally/proto.h>
+#include <tally/tally.h>
+
+#include "bench.h"
+
+#define BENCH_EXIT_ERROR	3	/* an allreduce failed */
+#define DEFAULT_SIZE		(64ull << 20)
+#define MAX_SIZE		(8ull << 30)	/* 2^31 elements */
+#define MAX_ITERS		100000
+#define BLOCK			65536	/* elements generated at a time */
+
+struct ar_opts {
+	char dp_addr[INET_ADDRSTRLEN];
+	uint16_t dp_port;
+	uint16_t dp_nports;
+	char bind_addr[INET_ADDRSTRLEN];
+	int have_bind;
+	uint16_t bind_port;
+	unsigned long job;
+	uint64_t token;
+	unsigned long rank;
+	unsigned long world;
+	unsigned long long size;	/* bytes */
+	int f32;
+	unsigned long iters;
+	unsigned long elems;
+	unsigned long window;
+	unsigned long timeout_ms;
+	unsigned long long seed;
+	int json;
+	unsigned int given;		/* GIVEN_* flags seen */
+};
+
+#define GIVEN_DP	1u
+#define GIVEN_JOB	2u
+#define GIVEN_TOKEN	4u
+#define GIVEN_RANK	8u
+#define GIVEN_WORLD	16u
+#define GIVEN_NEEDED	31u
+
+/* What a run found. */
+struct ar_run {
+	size_t n;
+	void *buf;		/* the tensor, reduced in place */
+	void *input;		/* rank's input; later the reference */
+	double *secs;		/* [iters] */
+	uint64_t *digest;	/* [iters] */
+	uint64_t ref_digest;
+	double best;
+	size_t bad_at;		/* first mismatch of the last iteration */
+	unsigned long bad_iter;	/* iterations that differ, 0 = none */
+	char check[160];
+	struct tally_ctx_stats st;
+};
+
+static const struct option long_opts[] = {
+	{ "dp", required_argument, NULL, 'd' },
+	{ "bind", required_argument, NULL, 'b' },
+	{ "job", required_argument, NULL, 'j' },
+	{ "token", required_argument, NULL, 't' },
+	{ "rank", required_argument, NULL, 'r' },
+	{ "world", required_argument, NULL, 'w' },
+	{ "size", required_argument, NULL, 's' },
+	{ "type", required_argument, NULL, 'y' },
+	{ "iters", required_argument, NULL, 'i' },
+	{ "elems", required_argument, NULL, 'e' },
+	{ "window", required_argument, NULL, 'W' },
+	{ "timeout-ms", required_argument, NULL, 'T' },
+	{ "seed", required_argument, NULL, 'S' },
+	{ "json", no_argument, NULL, 'J' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tally-bench allreduce --dp IP[:PORT[/NPORTS]] --job N "
+		"--token HEX\n"
+		"                             --rank R --world W [options]\n\n"
+		"One worker of an allreduce through a tally dataplane (libtally,\n"
+		"kernel UDP); run one per rank. Checks the result against a\n"
+		"reference computed from every rank's generated tensor.\n\n"
+		"  --dp IP[:PORT[/NPORTS]]  dataplane address, first UDP port "
+		"(default %u)\n"
+		"                           and ports in its range (default 1)\n"
+		"  --bind IP[:PORT]         local address (default any, "
+		"ephemeral port)\n"
+		"  --job N                  job id, 0..65535\n"
+		"  --token HEX              the job's token, 16 hex digits\n"
+		"  --rank R                 this worker's rank, 0..W-1\n"
+		"  --world W                members of the job, 1..%u\n"
+		"  --size BYTES             tensor size, suffix K, M or G "
+		"(default 64M)\n"
+		"  --type f32|i32           element type (default f32)\n"
+		"  --iters N                timed allreduces (default 3)\n"
+		"  --elems N                elements a packet (default %u)\n"
+		"  --window N               slots in flight (default 64)\n"
+		"  --timeout-ms N           give up after N ms without a "
+		"result (default 5000)\n"
+		"  --seed S                 seed of the tensors (default 1)\n"
+		"  --json                   print one JSON object\n"
+		"  -h, --help               this text\n\n"
+		"exit: 0 ok, 1 result differs from the reference, 2 usage, "
+		"3 allreduce error\n",
+		TALLY_UDP_PORT, TALLY_MAX_WORKERS, TALLY_DEFAULT_ELEMS);
+}
+
+/* Parses "IP" or "IP:PORT" (port 0..65535) of flag name. */
+static int
+parse_host(const char *name, const char *arg, char *ip, uint16_t *port,
+	const char **rest)
+{
+	const char *colon = strchr(arg, ':');
+	size_t len = colon != NULL ? (size_t)(colon - arg) : strlen(arg);
+	struct in_addr a;
+	unsigned long v;
+	char *end;
+
+	if (len >= INET_ADDRSTRLEN)
+		goto bad;
+	memcpy(ip, arg, len);
+	ip[len] = '\0';
+	if (inet_pton(AF_INET, ip, &a) != 1)
+		goto bad;
+	*rest = "";
+	if (colon == NULL)
+		return 0;
+	errno = 0;
+	v = strtoul(colon + 1, &end, 10);
+	if (colon[1] < '0' || colon[1] > '9' || errno != 0 || v > 65535 ||
+			(*end != '\0' && *end != '/'))
+		goto bad;
+	*port = (uint16_t)v;
+	*rest = end;
+	return 0;
+bad:
+	fprintf(stderr, "--%s: '%s' is not IP[:PORT] with an IPv4 address\n",
+		name, arg);
+	return -1;
+}
+
+static int
+parse_dp(const char *arg, struct ar_opts *o)
+{
+	const char *rest;
+	unsigned long v;
+
+	if (parse_host("dp", arg, o->dp_addr, &o->dp_port, &rest) != 0)
+		return -1;
+	if (*rest == '\0')
+		return 0;
+	if (bench_parse_uint("dp NPORTS", rest + 1, 1, 1024, &v) != 0)
+		return -1;
+	o->dp_nports = (uint16_t)v;
+	return 0;
+}
+
+static int
+parse_token(const char *arg, uint64_t *token)
+{
+	const char *p = arg;
+	uint64_t v = 0;
+	int i;
+
+	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+		p += 2;
+	for (i = 0; p[i] != '\0'; i++) {
+		int c = p[i], d;
+
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			break;
+		v = v << 4 | (uint64_t)d;
+	}
+	if (i != 16 || p[i] != '\0') {
+		fprintf(stderr, "--token: '%s' is not 16 hex digits\n", arg);
+		return -1;
+	}
+	*token = v;
+	return 0;
+}
+
+/* BYTES with an optional K, M or G (powers of 1024), a multiple of 4. */
+static int
+parse_size(const char *arg, unsigned long long *out)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (arg[0] < '0' || arg[0] > '9' || errno != 0)
+		goto bad;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	}
+	if (*end == 'i' && end[1] == 'B' && mul > 1)
+		end += 2;
+	if (*end != '\0' || v == 0 || v > MAX_SIZE / mul ||
+			(v * mul) % 4 != 0)
+		goto bad;
+	*out = v * mul;
+	return 0;
+bad:
+	fprintf(stderr, "--size: '%s' is not a size of 4 B..8G, a multiple "
+		"of 4 (suffix K, M or G)\n", arg);
+	return -1;
+}
+
+/* One flag with a value into o; -1 when the value is bad. */
+static int
+parse_value(int c, const char *arg, struct ar_opts *o)
+{
+	const char *rest;
+	char *end;
+
+	switch (c) {
+	case 'd':
+		o->given |= GIVEN_DP;
+		return parse_dp(arg, o);
+	case 'b':
+		o->have_bind = 1;
+		if (parse_host("bind", arg, o->bind_addr, &o->bind_port,
+				&rest) != 0)
+			return -1;
+		if (*rest == '\0')
+			return 0;
+		fprintf(stderr, "--bind: '%s' is not IP[:PORT]\n", arg);
+		return -1;
+	case 'j':
+		o->given |= GIVEN_JOB;
+		return bench_parse_uint("job", arg, 0, 65535, &o->job);
+	case 't':
+		o->given |= GIVEN_TOKEN;
+		return parse_token(arg, &o->token);
+	case 'r':
+		o->given |= GIVEN_RANK;
+		return bench_parse_uint("rank", arg, 0, TALLY_MAX_WORKERS - 1,
+			&o->rank);
+	case 'w':
+		o->given |= GIVEN_WORLD;
+		return bench_parse_uint("world", arg, 1, TALLY_MAX_WORKERS,
+			&o->world);
+	case 's':
+		return parse_size(arg, &o->size);
+	case 'y':
+		if (strcmp(arg, "f32") != 0 && strcmp(arg, "i32") != 0) {
+			fprintf(stderr, "--type: '%s' is not f32 or i32\n",
+				arg);
+			return -1;
+		}
+		o->f32 = strcmp(arg, "f32") == 0;
+		return 0;
+	case 'i':
+		return bench_parse_uint("iters", arg, 1, MAX_ITERS, &o->iters);
+	case 'e':
+		return bench_parse_uint("elems", arg, 1, TALLY_MAX_ELEMS,
+			&o->elems);
+	case 'W':
+		return bench_parse_uint("window", arg, 1, 32768, &o->window);
+	case 'T':
+		return bench_parse_uint("timeout-ms", arg, 1, 3600000,
+			&o->timeout_ms);
+	case 'S':
+		errno = 0;
+		o->seed = strtoull(arg, &end, 0);
+		if (arg[0] >= '0' && arg[0] <= '9' && *end == '\0' &&
+				errno == 0)
+			return 0;
+		fprintf(stderr, "--seed: '%s' is not a number\n", arg);
+		return -1;
+	}
+	return -1;
+}
+
+/*
+ * Fills o from the command line. Returns 0 to run, 1 when help was asked
+ * for, -1 on bad usage (the reason and the usage already on stderr).
+ */
+static int
+parse_opts(int argc, char **argv, struct ar_opts *o)
+{
+	int c;
+
+	*o = (struct ar_opts){ .dp_port = TALLY_UDP_PORT, .dp_nports = 1,
+		.size = DEFAULT_SIZE, .f32 = 1, .iters = 3, .seed = 1 };
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		} else if (c == 'J') {
+			o->json = 1;
+		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
+			goto bad;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "unexpected argument '%s'\n", argv[optind]);
+		goto bad;
+	}
+	if ((o->given & GIVEN_NEEDED) != GIVEN_NEEDED) {
+		fprintf(stderr, "--dp, --job, --token, --rank and --world are "
+			"needed\n");
+		goto bad;
+	}
+	if (o->rank >= o->world) {
+		fprintf(stderr, "--rank %lu is not below --world %lu\n",
+			o->rank, o->world);
+		goto bad;
+	}
+	if ((unsigned long)o->dp_port + o->dp_nports - 1 > 65535) {
+		fprintf(stderr, "--dp: ports run past 65535\n");
+		goto bad;
+	}
+	return 0;
+bad:
+	fputc('\n', stderr);
+	usage(stderr);
+	return -1;
+}
+
+static uint64_t
+mix(uint64_t z)
+{
+	z += UINT64_C(0x9e3779b97f4a7c15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/*
+ * Elements [i0, i0 + n) of rank r's tensor, from (seed, r) and the index
+ * only, so any piece can be made on its own. f32: a normal-ish spread in
+ * [-1, 1] (the sum of three uniforms), one element in 1024 an outlier up
+ * to 16x larger, as gradients have. i32: any bits (sums wrap).
+ */
+static void
+gen(const struct ar_opts *o, unsigned int r, size_t i0, size_t n, void *out)
+{
+	uint64_t key = mix(o->seed ^ mix((uint64_t)r + 1));
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t h = mix(key ^ (i0 + i));
+		float x;
+
+		if (!o->f32) {
+			((int32_t *)out)[i] = (int32_t)(uint32_t)h;
+			continue;
+		}
+		x = ((float)(h & 0xffff) + (float)(h >> 16 & 0xffff) +
+			(float)(h >> 32 & 0xffff)) / 98304.0f - 1.0f;
+		if ((h >> 48 & 0x3ff) == 0)
+			x *= (float)(2 + (h >> 60));
+		((float *)out)[i] = x;
+	}
+}
+
+/* 64-bit FNV-1a over len bytes at p. */
+static uint64_t
+fnv1a64(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	return h;
+}
+
+/*
+ * Writes the reference result to ref (n elements), generating every
+ * rank's tensor a block at a time.
+ */
+static int
+reference(const struct ar_opts *o, size_t n, void *ref)
+{
+	uint32_t *acc = ref;
+	float *x = malloc(BLOCK * sizeof(float));
+	int32_t *q = malloc(BLOCK * sizeof(int32_t));
+	float amax = 0.0f;
+	size_t i0, i, len;
+	unsigned int r;
+	int e = 0;
+
+	if (x == NULL || q == NULL) {
+		free(x);
+		free(q);
+		return -ENOMEM;
+	}
+	for (r = 0; o->f32 && r < o->world; r++) {
+		for (i0 = 0; i0 < n; i0 += len) {
+			float a;
+
+			len = n - i0 < BLOCK ? n - i0 : BLOCK;
+			gen(o, r, i0, len, x);
+			a = tally_fixp_absmax(x, len);
+			amax = a > amax ? a : amax;
+		}
+	}
+	if (o->f32)
+		(void)tally_fixp_exponent(amax, (unsigned int)o->world, &e);
+	memset(acc, 0, n * 4);
+	for (r = 0; r < o->world; r++) {
+		for (i0 = 0; i0 < n; i0 += len) {
+			len = n - i0 < BLOCK ? n - i0 : BLOCK;
+			gen(o, r, i0, len, x);
+			if (o->f32)
+				tally_fixp_encode(x, q, len, e);
+			else
+				memcpy(q, x, len * 4);
+			for (i = 0; i < len; i++)
+				acc[i0 + i] += (uint32_t)q[i];
+		}
+	}
+	for (i0 = 0; o->f32 && i0 < n; i0 += len) {
+		len = n - i0 < BLOCK ? n - i0 : BLOCK;
+		memcpy(q, acc + i0, len * 4);
+		tally_fixp_decode(q, (float *)ref + i0, len, e);
+	}
+	free(x);
+	free(q);
+	return 0;
+}
+
+static int
+open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
+{
+	struct tally_ctx_opts co = {
+		.dp_addr = o->dp_addr,
+		.dp_port = o->dp_port,
+		.dp_nports = o->dp_nports,
+		.bind_addr = o->have_bind ? o->bind_addr : NULL,
+		.bind_port = o->bind_port,
+		.job = (uint16_t)o->job,
+		.token = o->token,
+		.rank = (uint8_t)o->rank,
+		.world = (uint8_t)o->world,
+		.window = (uint16_t)o->window,
+		.elems = (uint16_t)o->elems,
+		.timeout_ms = (unsigned int)o->timeout_ms,
+	};
+	int rc = tally_ctx_open(&co, ctx);
+
+	if (rc != 0)
+		fprintf(stderr, "tally-bench allreduce: %s (%s)\n",
+			tally_ctx_error(NULL), strerror(-rc));
+	return rc;
+}
+
+/* The timed part: --iters allreduces, input restored before each. */
+static int
+run_iters(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
+{
+	unsigned long it;
+	int rc;
+
+	for (it = 0; it < o->iters; it++) {
+		uint64_t t0;
+
+		memcpy(a->buf, a->input, a->n * 4);
+		t0 = bench_now_ns();
+		rc = o->f32 ? tally_allreduce_f32(ctx, a->buf, a->n) :
+			tally_allreduce_i32(ctx, a->buf, a->n);
+		a->secs[it] = (double)(bench_now_ns() - t0) * 1e-9;
+		if (rc != 0) {
+			fprintf(stderr, "tally-bench allreduce: iteration %lu: "
+				"%s (%s)\n", it + 1, tally_ctx_error(ctx),
+				strerror(-rc));
+			snprintf(a->check, sizeof(a->check), "%s",
+				tally_ctx_error(ctx));
+			return rc;
+		}
+		a->digest[it] = fnv1a64(a->buf, a->n * 4);
+		if (it == 0 || a->secs[it] < a->best)
+			a->best = a->secs[it];
+	}
+	return 0;
+}
+
+/* Compares the results with the reference (in a->input now). */
+static int
+check(const struct ar_opts *o, struct ar_run *a)
+{
+	const uint32_t *got = a->buf, *want = a->input;
+	unsigned long it;
+	size_t i;
+
+	if (reference(o, a->n, a->input) != 0) {
+		snprintf(a->check, sizeof(a->check), "FAIL (out of memory)");
+		return -1;
+	}
+	a->ref_digest = fnv1a64(a->input, a->n * 4);
+	for (i = 0; i < a->n && got[i] == want[i]; i++)
+		;
+	if (i < a->n) {
+		if (o->f32)
+			snprintf(a->check, sizeof(a->check), "FAIL (first "
+				"mismatch at %zu: got %.9g, want %.9g)", i,
+				((const float *)a->buf)[i],
+				((const float *)a->input)[i]);
+		else
+			snprintf(a->check, sizeof(a->check), "FAIL (first "
+				"mismatch at %zu: got %d, want %d)", i,
+				(int32_t)got[i], (int32_t)want[i]);
+		return -1;
+	}
+	for (it = 0; it < o->iters; it++) {
+		if (a->digest[it] != a->ref_digest) {
+			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
+				"%lu differs from the reference)", it + 1);
+			return -1;
+		}
+	}
+	snprintf(a->check, sizeof(a->check), "ok");
+	return 0;
+}
+
+static void
+print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
+{
+	const struct tally_ctx_stats *s = &a->st;
+	unsigned long it;
+
+	printf("allreduce: rank %lu of %lu, job %lu, %s, %llu B "
+		"(%zu elements)\n", o->rank, o->world, o->job,
+		o->f32 ? "f32" : "i32", o->size, a->n);
+	printf("dataplane: %s:%u/%u, elems %lu, window %lu, timeout %lu ms, "
+		"seed %llu\n", o->dp_addr, o->dp_port, o->dp_nports,
+		o->elems ? o->elems : TALLY_DEFAULT_ELEMS,
+		o->window ? o->window : 64,
+		o->timeout_ms ? o->timeout_ms : 5000, o->seed);
+	for (it = 0; it < o->iters && ok; it++)
+		printf("iter %lu: %.6f s\n", it + 1, a->secs[it]);
+	if (ok) {
+		printf("best: %.6f s, goodput %.3f Gbit/s\n", a->best,
+			(double)o->size * 8 / a->best * 1e-9);
+		printf("digest: fnv1a64 %016llx\n",
+			(unsigned long long)a->digest[o->iters - 1]);
+	}
+	printf("stats: packets_sent %llu, retransmits %llu, results %llu, "
+		"duplicates %llu, nacks %llu, bytes_sent %llu, "
+		"bytes_received %llu\n",
+		(unsigned long long)s->packets_sent,
+		(unsigned long long)s->retransmits,
+		(unsigned long long)s->results,
+		(unsigned long long)s->duplicates,
+		(unsigned long long)s->nacks,
+		(unsigned long long)s->bytes_sent,
+		(unsigned long long)s->bytes_received);
+	if (ok)
+		printf("check: %s\n", a->check);
+	else
+		printf("error: %s\n", a->check);
+}
+
+static void
+print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
+{
+	const struct tally_ctx_stats *s = &a->st;
+	unsigned long it;
+
+	printf("{\"bench\":\"allreduce\",\"params\":{\"dp\":\"%s\","
+		"\"dp_port\":%u,\"dp_nports\":%u,\"job\":%lu,\"rank\":%lu,"
+		"\"world\":%lu,\"type\":\"%s\",\"size\":%llu,\"elements\":%zu,"
+		"\"elems\":%lu,\"window\":%lu,\"timeout_ms\":%lu,"
+		"\"iters\":%lu,\"seed\":%llu}", o->dp_addr, o->dp_port,
+		o->dp_nports, o->job, o->rank, o->world,
+		o->f32 ? "f32" : "i32", o->size, a->n,
+		o->elems ? o->elems : TALLY_DEFAULT_ELEMS,
+		o->window ? o->window : 64,
+		o->timeout_ms ? o->timeout_ms : 5000, o->iters, o->seed);
+	if (ok) {
+		printf(",\"seconds\":[");
+		for (it = 0; it < o->iters; it++)
+			printf("%s%.6f", it ? "," : "", a->secs[it]);
+		printf("],\"best_s\":%.6f,\"goodput_gbps\":%.4f,"
+			"\"digest\":\"%016llx\"", a->best,
+			(double)o->size * 8 / a->best * 1e-9,
+			(unsigned long long)a->digest[o->iters - 1]);
+	}
+	printf(",\"stats\":{\"packets_sent\":%llu,\"retransmits\":%llu,"
+		"\"results\":%llu,\"duplicates\":%llu,\"nacks\":%llu,"
+		"\"bytes_sent\":%llu,\"bytes_received\":%llu},",
+		(unsigned long long)s->packets_sent,
+		(unsigned long long)s->retransmits,
+		(unsigned long long)s->results,
+		(unsigned long long)s->duplicates,
+		(unsigned long long)s->nacks,
+		(unsigned long long)s->bytes_sent,
+		(unsigned long long)s->bytes_received);
+	printf(ok ? "\"check\":" : "\"error\":");
+	bench_json_string(stdout, a->check);
+	printf("}\n");
+}
+
+static void
+free_run(struct ar_run *a)
+{
+	free(a->buf);
+	free(a->input);
+	free(a->secs);
+	free(a->digest);
+}
+
+int
+bench_allreduce(int argc, char **argv)
+{
+	struct ar_run a = { 0 };
+	struct tally_ctx *ctx = NULL;
+	struct ar_opts o;
+	int rc;
+
+	rc = parse_opts(argc, argv, &o);
+	if (rc != 0)
+		return rc > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	a.n = (size_t)(o.size / 4);
+	a.buf = malloc(a.n * 4);
+	a.input = malloc(a.n * 4);
+	a.secs = calloc(o.iters, sizeof(*a.secs));
+	a.digest = calloc(o.iters, sizeof(*a.digest));
+	if (a.buf == NULL || a.input == NULL || a.secs == NULL ||
+			a.digest == NULL) {
+		fprintf(stderr, "tally-bench allreduce: out of memory for "
+			"%llu B\n", o.size);
+		free_run(&a);
+		return BENCH_EXIT_ERROR;
+	}
+	gen(&o, (unsigned int)o.rank, 0, a.n, a.input);
+	if (open_ctx(&o, &ctx) != 0) {
+		free_run(&a);
+		return BENCH_EXIT_ERROR;
+	}
+	rc = run_iters(&o, ctx, &a);
+	tally_ctx_stats(ctx, &a.st);
+	tally_ctx_close(ctx);
+	if (rc == 0)
+		rc = check(&o, &a) == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
+	else
+		rc = BENCH_EXIT_ERROR;
+	if (o.json)
+		print_json(&o, &a, rc != BENCH_EXIT_ERROR);
+	else
+		print_text(&o, &a, rc != BENCH_EXIT_ERROR);
+	free_run(&a);
+	return rc;
+}

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally-bench allreduce, end to end on 127.0.0.1: a test aggregator
+ * (loopagg, the real engine) and one tally-bench process per rank. Every
+ * rank must exit 0 with "check: ok" (its result equals the reference it
+ * computed from all ranks' generated tensors) and print the same digest;
+ * a missing rank must make the others exit 3 with the error.
+ *
+ * argv[1] is the tally-bench executable (meson passes it).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "loopagg.h"
+
+#define JOB	5
+#define TOKEN	UINT64_C(0x00c0ffee00c0ffee)
+#define NRANKS	3
+
+extern char **environ;
+
+static const char *bench_path;
+
+/* One tally-bench process. */
+struct proc {
+	pid_t pid;
+	char out_path[64];
+	int status;
+	char out[4096];
+};
+
+/* Starts rank r of world with extra flags; stdout goes to a file. */
+static void
+spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
+	const char *type, const char *size)
+{
+	char dp[32], rank[8], wstr[8], token[24];
+	char *argv[] = {
+		(char *)bench_path, "allreduce", "--dp", dp, "--job", "5",
+		"--token", token, "--rank", rank, "--world", wstr,
+		"--type", (char *)type, "--size", (char *)size,
+		"--iters", "2", "--timeout-ms", "1000", "--seed", "7", NULL,
+	};
+	posix_spawn_file_actions_t fa;
+
+	snprintf(dp, sizeof(dp), "127.0.0.1:%u", port);
+	snprintf(rank, sizeof(rank), "%u", r);
+	snprintf(wstr, sizeof(wstr), "%u", world);
+	snprintf(token, sizeof(token), "%016llx", (unsigned long long)TOKEN);
+	snprintf(p->out_path, sizeof(p->out_path), "/tmp/tally-bench-%d-%u.out",
+		(int)getpid(), r);
+	assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+	assert_int_equal(posix_spawn_file_actions_addopen(&fa, 1, p->out_path,
+		O_WRONLY | O_CREAT | O_TRUNC, 0600), 0);
+	assert_int_equal(posix_spawn_file_actions_adddup2(&fa, 1, 2), 0);
+	assert_int_equal(posix_spawn(&p->pid, bench_path, &fa, NULL, argv,
+		environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+}
+
+/* Waits for p and reads what it printed. */
+static void
+reap(struct proc *p)
+{
+	FILE *f;
+	size_t len;
+
+	assert_int_equal(waitpid(p->pid, &p->status, 0), p->pid);
+	f = fopen(p->out_path, "r");
+	assert_non_null(f);
+	len = fread(p->out, 1, sizeof(p->out) - 1, f);
+	p->out[len] = '\0';
+	fclose(f);
+	unlink(p->out_path);
+}
+
+/* The digest line of p's output. */
+static const char *
+digest_of(const struct proc *p)
+{
+	const char *d = strstr(p->out, "digest: ");
+
+	assert_non_null(d);
+	return d;
+}
+
+static void
+run_ok(const char *type, const char *size)
+{
+	struct loopagg_conf ac = {
+		.job = JOB, .token = TOKEN, .world = NRANKS, .window = 64,
+		.max_elems = 256, .loss_up = 0.01, .loss_down = 0.01,
+		.seed = 3,
+	};
+	struct loopagg *a = loopagg_start(&ac);
+	struct proc p[NRANKS];
+	unsigned int r;
+
+	assert_non_null(a);
+	for (r = 0; r < NRANKS; r++)
+		spawn_rank(&p[r], loopagg_port(a), r, NRANKS, type, size);
+	for (r = 0; r < NRANKS; r++)
+		reap(&p[r]);
+	loopagg_stop(a, NULL);
+	for (r = 0; r < NRANKS; r++) {
+		if (!WIFEXITED(p[r].status) || WEXITSTATUS(p[r].status) != 0 ||
+				strstr(p[r].out, "check: ok\n") == NULL)
+			fail_msg("rank %u: status 0x%x, output:\n%s", r,
+				p[r].status, p[r].out);
+		assert_memory_equal(digest_of(&p[0]), digest_of(&p[r]), 33);
+	}
+	if (getenv("BENCH_TEST_SHOW") != NULL)
+		printf("# %s", p[0].out);
+}
+
+static void
+f32_three_ranks(void **state)
+{
+	(void)state;
+	run_ok("f32", "1M");
+}
+
+static void
+i32_three_ranks(void **state)
+{
+	(void)state;
+	run_ok("i32", "300004");
+}
+
+/* World 3 with only 2 ranks running: both exit 3 and say why. */
+static void
+missing_rank_exits_3(void **state)
+{
+	struct loopagg_conf ac = {
+		.job = JOB, .token = TOKEN, .world = NRANKS, .window = 64,
+		.max_elems = 256,
+	};
+	struct loopagg *a = loopagg_start(&ac);
+	struct proc p[NRANKS - 1];
+	unsigned int r;
+
+	(void)state;
+	assert_non_null(a);
+	for (r = 0; r < NRANKS - 1; r++)
+		spawn_rank(&p[r], loopagg_port(a), r, NRANKS, "f32", "64K");
+	for (r = 0; r < NRANKS - 1; r++)
+		reap(&p[r]);
+	loopagg_stop(a, NULL);
+	for (r = 0; r < NRANKS - 1; r++) {
+		if (!WIFEXITED(p[r].status) || WEXITSTATUS(p[r].status) != 3 ||
+				strstr(p[r].out, "error: no result") == NULL)
+			fail_msg("rank %u: status 0x%x, output:\n%s", r,
+				p[r].status, p[r].out);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(f32_three_ranks),
+		cmocka_unit_test(i32_three_ranks),
+		cmocka_unit_test(missing_rank_exits_3),
+	};
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s TALLY-BENCH\n", argv[0]);
+		return 2;
+	}
+	bench_path = argv[1];
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

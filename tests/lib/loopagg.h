@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A test aggregator on 127.0.0.1: the real engine (tally_agg_process())
+ * behind kernel UDP sockets, one per port of a small consecutive range,
+ * served by one thread. It answers as tally-dp does: a completed round's
+ * result to every member, at the address each rank's packets come from; a
+ * stored result or a NACK to the sender; silence for what fails before
+ * the sender is proven a member. It can lose packets in either direction
+ * and duplicate its own, at random from a seed.
+ *
+ * Test infrastructure only; the product's dataplane is tally-dp.
+ */
+#ifndef TALLY_TESTS_LOOPAGG_H
+#define TALLY_TESTS_LOOPAGG_H
+
+#include <stdint.h>
+
+#include "agg/agg.h"
+
+struct loopagg_conf {
+	uint16_t job;
+	uint64_t token;
+	uint8_t world;
+	uint16_t window;	/* the job's slots */
+	uint16_t max_elems;	/* the job's largest packet */
+	unsigned int nports;	/* sockets on consecutive ports, 0 = 1 */
+	double loss_up;		/* chance a received packet is dropped */
+	double loss_down;	/* chance a packet to send is dropped */
+	double dup;		/* chance a packet to send goes twice */
+	uint64_t seed;		/* of the loss and duplication draws */
+};
+
+/* What happened, summed when the aggregator stops. */
+struct loopagg_stats {
+	struct tally_agg_stats agg;	/* the engine's counters */
+	uint64_t rx;			/* datagrams received */
+	uint64_t tx;			/* datagrams sent */
+	uint64_t lost_up;		/* received, dropped by loss_up */
+	uint64_t lost_down;		/* to send, dropped by loss_down */
+	uint64_t duplicated;		/* sent twice */
+};
+
+struct loopagg;
+
+/*
+ * Creates the job of conf (borrowed), binds the ports and starts the
+ * thread. Returns NULL with errno set on failure.
+ */
+struct loopagg *loopagg_start(const struct loopagg_conf *conf);
+
+/* The first port of the range (host order). */
+uint16_t loopagg_port(const struct loopagg *a);
+
+/* Stops the thread, writes the counters to st (may be NULL), frees a. */
+void loopagg_stop(struct loopagg *a, struct loopagg_stats *st);
+
+#endif /* TALLY_TESTS_LOOPAGG_H */
