@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# Shared pieces of the end-to-end tests: a TAP reporter, tally-dp started
+# on the testbed's dataplane port, jobs added through its admin socket,
+# and workers (tally-bench allreduce) run inside the worker namespaces.
+# Sourced by tests/e2e/*_test.sh; they run inside `tools/testbed run`,
+# which exports TESTBED_* and tears the testbed down afterwards. Workers
+# are named by index 0.. here; the testbed numbers them from 1.
+
+: "${TALLY_SRC:?}" "${TALLY_BUILD:?}"
+DP_BIN=$TALLY_BUILD/dataplane/dp/tally-dp
+BENCH=$TALLY_BUILD/tests/bench/tally-bench
+DPADMIN=$TALLY_SRC/tests/e2e/dpadmin.py
+WORK=$(mktemp -d /tmp/tally-e2e.XXXXXX)
+DP_SOCK=$WORK/dp.sock
+DP_PID=
+
+ntap=0
+nfail=0
+
+# ok COND-STATUS NAME: prints one TAP line for a check's exit status.
+ok() {
+	ntap=$((ntap + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $ntap - $2"
+	else
+		echo "not ok $ntap - $2"
+		nfail=$((nfail + 1))
+	fi
+}
+
+# skip_unless_root: exits 77 (skipped) where namespaces cannot be made.
+skip_unless_root() {
+	if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
+		echo "1..0 # SKIP needs root and ip netns"
+		exit 0
+	fi
+}
+
+# dp_start [EXTRA tally-dp options]: starts tally-dp on the testbed port
+# (af_xdp when it comes up, af_packet otherwise) and waits for its admin
+# socket.
+dp_start() {
+	local pmd
+	for pmd in ${TALLY_PMD:-net_af_packet}; do
+		"$DP_BIN" -l 0,1 --no-huge --no-shconf -m 1024 --no-pci \
+			--file-prefix "tally-e2e-$$" --log-level 'pmd.*:error' \
+			--vdev "${pmd}0,iface=$TESTBED_DP_IF" -- \
+			--addr "$TESTBED_DP_IP" --admin "$DP_SOCK" \
+			--idle-us 50 --mtu "${TESTBED_MTU:-1500}" "$@" \
+			>"$WORK/dp.log" 2>&1 &
+		DP_PID=$!
+		for _ in $(seq 100); do
+			if "$DPADMIN" "$DP_SOCK" '{"cmd":"ping"}' \
+					>/dev/null 2>&1; then
+				echo "# tally-dp up with $pmd"
+				return 0
+			fi
+			kill -0 "$DP_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		dp_stop
+	done
+	echo "# tally-dp did not start:"
+	sed 's/^/#   /' "$WORK/dp.log"
+	return 1
+}
+
+# dp_stop: SIGTERM, then wait; returns tally-dp's exit status.
+dp_stop() {
+	local rc=0
+	[ -n "$DP_PID" ] || return 0
+	kill -TERM "$DP_PID" 2>/dev/null || true
+	wait "$DP_PID" || rc=$?
+	DP_PID=
+	return $rc
+}
+
+# dp_admin JSON: one admin request; prints the reply.
+dp_admin() {
+	"$DPADMIN" "$DP_SOCK" "$1"
+}
+
+# dp_counter NAME: a total counter of tally-dp.
+dp_counter() {
+	dp_admin '{"cmd":"stats"}' | /usr/bin/python3 -c \
+		"import json,sys; print(json.load(sys.stdin)['total']['$1'])"
+}
+
+# job_add ID TOKEN RANKS...: a job whose members are the given workers,
+# each at its address, UDP port 40000 + ID.
+job_add() {
+	local id=$1 token=$2 members="" r world=0
+	shift 2
+	for r in "$@"; do
+		eval "ip=\$TESTBED_IP_$((r + 1))"
+		members="$members${members:+,}{\"ip\":\"$ip\",\"port\":$((40000 + id))}"
+		world=$((world + 1))
+	done
+	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"members\":[$members]}"
+}
+
+# worker NS-INDEX ID TOKEN RANK WORLD OUT [tally-bench options]: runs one
+# worker in the background inside worker NS-INDEX's namespace; its output
+# goes to OUT. Sets WPID.
+worker() {
+	local i=$1 id=$2 token=$3 rank=$4 world=$5 out=$6
+	shift 6
+	eval "local ns=\$TESTBED_NS_$((i + 1)) ip=\$TESTBED_IP_$((i + 1))"
+	ip netns exec "$ns" "$BENCH" allreduce --dp "$TESTBED_DP_IP" \
+		--bind "$ip:$((40000 + id))" --job "$id" --token "$token" \
+		--rank "$rank" --world "$world" --elems "${ELEMS:-256}" \
+		--window "${WINDOW:-64}" "$@" >"$out" 2>&1 &
+	WPID=$!
+}
+
+# digest FILE: the result digest a worker printed.
+digest() {
+	sed -n 's/^digest: fnv1a64 \([0-9a-f]\{16\}\)$/\1/p' "$1" | tail -1
+}
+
+# finish: stops tally-dp, prints the plan, and exits with the verdict.
+finish() {
+	dp_stop >/dev/null 2>&1 || true
+	echo "1..$ntap"
+	rm -rf "$WORK" /var/run/dpdk/tally-e2e-$$ /var/run/dpdk/[xyz]$$
+	[ "$nfail" -eq 0 ]
+}
