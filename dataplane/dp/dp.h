@@ -48,6 +48,7 @@ struct tally_dp_lcore {
 	uint16_t txq;
 	struct rte_ring *ring;	/* frames other lcores received for it */
 	struct tally_net_neigh *neigh;
+	struct out *out;	/* frames waiting for the port */
 	struct tally_agg_stats agg;
 	struct tally_dp_stats st;
 } __rte_cache_aligned;
@@ -83,7 +84,12 @@ struct tally_dp {
 };
 
 /* lcore.c: the worker loop, launched on every worker lcore. */
+struct out;
+int tally_dp_lcore_init(struct tally_dp_lcore *lc);
+void tally_dp_lcore_fini(struct tally_dp_lcore *lc);
 int tally_dp_lcore_main(void *arg);
+/* One pass of the loop; returns the frames taken. */
+uint16_t tally_dp_lcore_poll(struct tally_dp_lcore *lc);
 
 /* port.c: configures and starts the port; fills dp->self.mac. */
 int tally_dp_port_init(struct tally_dp *dp, unsigned int nb_mbufs,

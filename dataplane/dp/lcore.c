@@ -8,10 +8,12 @@
  * Nothing here allocates (but mbufs), locks, logs or makes a syscall,
  * except the idle back-off's sleep, which is off unless asked for.
  */
+#include <errno.h>
 #include <time.h>
 
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 
@@ -234,43 +236,56 @@ back_off(const struct tally_dp *dp, struct tally_dp_lcore *lc,
 	lc->st.idle_sleeps++;
 }
 
-int
-tally_dp_lcore_main(void *arg)
+/*
+ * One pass of the loop: a burst from the port (when this lcore polls a
+ * queue) and one from its ring, handled, dispatched and sent. Returns how
+ * many frames it took. Benchmarks call it directly.
+ */
+uint16_t
+tally_dp_lcore_poll(struct tally_dp_lcore *lc)
 {
-	struct tally_dp_lcore *lc = arg;
 	struct tally_dp *dp = lc->dp;
 	struct rte_mbuf *pkts[TALLY_DP_BURST];
 	struct rte_mbuf *dbuf[TALLY_DP_MAX_WORKERS][TALLY_DP_BURST];
 	struct rte_mbuf **disp[TALLY_DP_MAX_WORKERS];
 	uint16_t ndisp[TALLY_DP_MAX_WORKERS] = { 0 };
-	struct out out = { .n = 0 }, *o = &out;
+	struct out *o = lc->out;
+	uint16_t n = 0, k;
+
+	for (unsigned int i = 0; i < dp->nworkers; i++)
+		disp[i] = dbuf[i];
+	if (lc->rxq != UINT16_MAX) {
+		k = rte_eth_rx_burst(dp->port_id, lc->rxq, pkts, TALLY_DP_BURST);
+		lc->st.rx += k;
+		for (uint16_t i = 0; i < k; i++)
+			handle(dp, lc, o, pkts[i], disp, ndisp);
+		n += k;
+	}
+	if (lc->ring != NULL) {
+		k = (uint16_t)rte_ring_dequeue_burst(lc->ring, (void **)pkts,
+			TALLY_DP_BURST, NULL);
+		for (uint16_t i = 0; i < k; i++)
+			handle(dp, lc, o, pkts[i], disp, ndisp);
+		n += k;
+	}
+	dispatch(dp, lc, disp, ndisp);
+	if (o->n > 0)
+		flush(dp, lc, o);
+	return n;
+}
+
+int
+tally_dp_lcore_main(void *arg)
+{
+	struct tally_dp_lcore *lc = arg;
+	struct tally_dp *dp = lc->dp;
 	unsigned int idle = 0;
 
-	for (unsigned int i = 0; i < TALLY_DP_MAX_WORKERS; i++)
-		disp[i] = dbuf[i];
 	rte_rcu_qsbr_thread_register(dp->qsbr, lc->index);
 	rte_rcu_qsbr_thread_online(dp->qsbr, lc->index);
 	while (!dp->stop) {
-		uint16_t n = 0, k;
+		uint16_t n = tally_dp_lcore_poll(lc);
 
-		if (lc->rxq != UINT16_MAX) {
-			k = rte_eth_rx_burst(dp->port_id, lc->rxq, pkts,
-				TALLY_DP_BURST);
-			lc->st.rx += k;
-			for (uint16_t i = 0; i < k; i++)
-				handle(dp, lc, o, pkts[i], disp, ndisp);
-			n += k;
-		}
-		if (lc->ring != NULL) {
-			k = (uint16_t)rte_ring_dequeue_burst(lc->ring,
-				(void **)pkts, TALLY_DP_BURST, NULL);
-			for (uint16_t i = 0; i < k; i++)
-				handle(dp, lc, o, pkts[i], disp, ndisp);
-			n += k;
-		}
-		dispatch(dp, lc, disp, ndisp);
-		if (o->n > 0)
-			flush(dp, lc, o);
 		rte_rcu_qsbr_quiescent(dp->qsbr, lc->index);
 		if (n > 0)
 			idle = 0;
@@ -280,4 +295,23 @@ tally_dp_lcore_main(void *arg)
 	rte_rcu_qsbr_thread_offline(dp->qsbr, lc->index);
 	rte_rcu_qsbr_thread_unregister(dp->qsbr, lc->index);
 	return 0;
+}
+
+/* The transmit buffer of an lcore, made before it runs. */
+int
+tally_dp_lcore_init(struct tally_dp_lcore *lc)
+{
+	lc->out = rte_zmalloc_socket("tally_out", sizeof(struct out),
+		RTE_CACHE_LINE_SIZE, (int)rte_lcore_to_socket_id(lc->lcore_id));
+	return lc->out == NULL ? -ENOMEM : 0;
+}
+
+void
+tally_dp_lcore_fini(struct tally_dp_lcore *lc)
+{
+	/* The port may be gone: drop what was never sent. */
+	if (lc->out != NULL && lc->out->n > 0)
+		rte_pktmbuf_free_bulk(lc->out->m, lc->out->n);
+	rte_free(lc->out);
+	lc->out = NULL;
 }

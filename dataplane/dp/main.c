@@ -158,7 +158,7 @@ setup_lcores(void)
 		lc->index = i;
 		lc->neigh = tally_net_neigh_create(1024,
 			(int)rte_lcore_to_socket_id(lcore_id));
-		if (lc->neigh == NULL)
+		if (lc->neigh == NULL || tally_dp_lcore_init(lc) != 0)
 			return -ENOMEM;
 		i++;
 	}
@@ -197,6 +197,7 @@ teardown(void)
 		while (lc->ring != NULL && rte_ring_dequeue(lc->ring, &m) == 0)
 			rte_pktmbuf_free(m);
 		rte_ring_free(lc->ring);
+		tally_dp_lcore_fini(lc);
 		tally_net_neigh_destroy(lc->neigh);
 	}
 }
