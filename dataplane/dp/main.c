@@ -263,6 +263,16 @@ main(int argc, char **argv)
 	if (o.udp_port + dp.nworkers - 1 > 65535)
 		rte_exit(1, "--udp-port %lu: no room for %u ports\n",
 			o.udp_port, dp.nworkers);
+	{
+		struct rte_eth_dev_info info;
+
+		if (rte_eth_dev_info_get(dp.port_id, &info) == 0 &&
+				info.max_tx_queues < dp.nworkers)
+			rte_exit(1, "port %u has %u tx queue(s); %u worker "
+				"lcores need one each (af_packet: qpairs=%u)\n",
+				dp.port_id, info.max_tx_queues, dp.nworkers,
+				dp.nworkers);
+	}
 	ret = tally_dp_port_init(&dp, (unsigned int)o.mbufs, (uint16_t)o.mtu);
 	if (ret != 0)
 		rte_exit(1, "port %u: %s\n", dp.port_id, strerror(-ret));

@@ -38,14 +38,15 @@ skip_unless_root() {
 }
 
 # dp_start [EXTRA tally-dp options]: starts tally-dp on the testbed port
-# (af_xdp when it comes up, af_packet otherwise) and waits for its admin
-# socket.
+# (with each PMD of TALLY_PMD in turn until one comes up; af_packet by
+# default) and waits for its admin socket. DP_LCORES overrides -l 0,1;
+# DP_VDEV_ARGS is appended to the vdev (e.g. ,qpairs=2).
 dp_start() {
 	local pmd
 	for pmd in ${TALLY_PMD:-net_af_packet}; do
-		"$DP_BIN" -l 0,1 --no-huge --no-shconf -m 1024 --no-pci \
+		"$DP_BIN" ${DP_LCORES:--l 0,1} --no-huge --no-shconf -m 1024 --no-pci \
 			--file-prefix "tally-e2e-$$" --log-level 'pmd.*:error' \
-			--vdev "${pmd}0,iface=$TESTBED_DP_IF" -- \
+			--vdev "${pmd}0,iface=$TESTBED_DP_IF${DP_VDEV_ARGS:-}" -- \
 			--addr "$TESTBED_DP_IP" --admin "$DP_SOCK" \
 			--idle-us 50 --mtu "${TESTBED_MTU:-1500}" "$@" \
 			>"$WORK/dp.log" 2>&1 &
