@@ -20,6 +20,8 @@
 /* Subcommands. */
 int bench_engine(int argc, char **argv);
 int bench_allreduce(int argc, char **argv);
+/* Built with the dataplane (meson defines TALLY_BENCH_DATAPLANE). */
+int bench_dataplane(int argc, char **argv);
 
 /* Monotonic time in nanoseconds. */
 static inline uint64_t

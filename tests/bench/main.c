@@ -23,6 +23,10 @@ static const struct subcommand subcommands[] = {
 		"aggregation engine against a read-only floor, one core" },
 	{ "allreduce", bench_allreduce,
 		"one worker of an allreduce through a dataplane (libtally)" },
+#ifdef TALLY_BENCH_DATAPLANE
+	{ "dataplane", bench_dataplane,
+		"tally-dp's lcore loop on a net_ring port against rx->tx" },
+#endif
 };
 
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))

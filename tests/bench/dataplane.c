@@ -1,0 +1,1155 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally-bench dataplane: tally-dp's per-packet path on one lcore against
+ * a bare rx -> tx forward of the same frames, in one process.
+ *
+ * A real EAL (no hugepages, no PCI) and a real ethdev port: net_ring, two
+ * rte_rings made into a port with rte_eth_from_rings(). A struct tally_dp
+ * is filled the way tally-dp's main.c fills it (one worker, its queues,
+ * its neighbour cache, the port by tally_dp_port_init(), one job by
+ * tally_dp_job_add()). Complete contribution frames (Ethernet, IPv4 with
+ * its checksum, UDP with its checksum, tally header, random i32 payload),
+ * one per (set, slot, worker), are put into the port's rx ring a burst at
+ * a time; each frame holds an extra reference, so that what the port's
+ * user frees only drops that reference and the same bytes come back the
+ * next round.
+ *
+ * Tally pass: after every burst, tally_dp_lcore_poll(), the loop body of
+ * a tally-dp worker lcore (rx burst, classify with checksums, aggregate,
+ * build and send a result per member of every completed round), then the
+ * tx ring is emptied and its frames freed.
+ * Floor pass: the same frames injected the same way, but the burst goes
+ * rte_eth_rx_burst() -> rte_eth_tx_burst() untouched (l2fwd without the
+ * MAC rewrite), then the tx ring is emptied the same way.
+ * Passes alternate; the best of each side counts. One round of every slot
+ * is checked before and after the timed passes, every result frame down
+ * to its checksums and the reference sum.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <rte_udp.h>
+
+#include <tally/proto.h>
+
+#include "dp.h"
+
+#include "bench.h"
+
+#define BURST		TALLY_DP_BURST
+#define HDRS_LEN	((unsigned int)(sizeof(struct rte_ether_hdr) + \
+	sizeof(struct rte_ipv4_hdr) + sizeof(struct rte_udp_hdr)))
+#define JOB_ID		7
+#define JOB_TOKEN	UINT64_C(0x7a11be7c40a1f00d)
+#define MEMBER_PORT	40000
+#define RING_SIZE	1024
+#define DP_MBUFS	8191	/* each dataplane pool: results in flight */
+#define MAX_ELEMS	2048	/* a frame within tally-dp's largest MTU */
+#define MAX_ROUNDS	100000000ul
+#define MAX_FRAME_MEM	(512ul << 20)	/* of the EAL's 1 GiB */
+#define PASS_TARGET_NS	200000000u	/* a tally pass: about 0.2 s */
+#define GOAL_RATIO	1.5
+
+/* How the frames' checksums reach the lcore (--cksum). */
+enum dpb_cksum {
+	CKSUM_SW,	/* valid, verified in software (net_ring) */
+	CKSUM_OFFLOAD,	/* valid and flagged good, as by a NIC */
+	CKSUM_ZERO,	/* UDP checksum 0: the sender computed none */
+};
+
+static const char *const cksum_names[] = {
+	[CKSUM_SW] = "sw", [CKSUM_OFFLOAD] = "offload", [CKSUM_ZERO] = "zero",
+};
+
+struct dpb_opts {
+	unsigned int workers;
+	unsigned int elems;
+	unsigned int slots;
+	unsigned int rounds;	/* 0: calibrate */
+	unsigned int passes;
+	enum dpb_cksum cksum;
+	int json;
+	int quick;
+};
+
+/* Best and worst pass of one side. */
+struct dpb_side {
+	uint64_t best_ns;
+	uint64_t worst_ns;
+};
+
+struct dpb {
+	struct dpb_opts o;
+	struct tally_dp dp;
+	struct tally_dp_lcore *lc;
+	struct rte_ring *rx;		/* rx queue: we fill it */
+	struct rte_ring *tx;		/* tx queue: we empty it */
+	int port_made;			/* close it at the end */
+	struct rte_mempool *frame_pool;
+	struct rte_mbuf **frames;	/* [set][slot][worker] */
+	unsigned int per_set;		/* slots x workers */
+	unsigned int frame_len;
+	uint16_t mtu;
+	uint64_t round;			/* rounds fed so far: next set */
+	uint32_t *ref;			/* reference sum of one slot */
+	uint8_t *flat;			/* one result frame, flattened */
+	uint64_t *seen;			/* [slot]: members served */
+	struct dpb_side tally;
+	struct dpb_side bare;
+};
+
+/* Large (the lcore state is cache-aligned): not on the stack. */
+static struct dpb bench;
+
+static const struct option long_opts[] = {
+	{ "workers", required_argument, NULL, 'w' },
+	{ "elems", required_argument, NULL, 'e' },
+	{ "slots", required_argument, NULL, 's' },
+	{ "rounds", required_argument, NULL, 'r' },
+	{ "passes", required_argument, NULL, 'p' },
+	{ "cksum", required_argument, NULL, 'c' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "quick", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tally-bench dataplane [options]\n\n"
+		"Feeds complete contribution frames through a net_ring port\n"
+		"to tally-dp's lcore loop (tally_dp_lcore_poll) on one lcore,\n"
+		"and the same frames through a bare rx -> tx forward of that\n"
+		"port.\n\n"
+		"  --workers N   job members: frames a slot round, 1..%d\n"
+		"                (default 8)\n"
+		"  --elems N     i32 elements a frame, 1..%d (default %d)\n"
+		"  --slots N     slots in flight (the job's window), 1..%d\n"
+		"                (default 128)\n"
+		"  --rounds N    rounds of every slot in a timed pass, 1..%lu\n"
+		"                (default: as many as take about 0.2 s)\n"
+		"  --passes N    timed passes of each side, best counts, 1..1000\n"
+		"                (default 5)\n"
+		"  --cksum MODE  sw: valid IPv4 and UDP checksums, verified in\n"
+		"                software, as on net_ring (default); offload: the\n"
+		"                same frames flagged good, as a NIC with checksum\n"
+		"                offload hands them over; zero: UDP checksum 0\n"
+		"  --json        print one JSON object\n"
+		"  --quick       a tiny run, for smoke tests\n"
+		"  -h, --help    this text\n",
+		TALLY_MAX_WORKERS, MAX_ELEMS, TALLY_DEFAULT_ELEMS,
+		TALLY_MAX_WINDOW, MAX_ROUNDS);
+}
+
+/* One flag with an argument into o; -1 when its value is bad. */
+static int
+parse_value(int c, const char *arg, struct dpb_opts *o)
+{
+	unsigned long v = 0;
+	int rc = 0;
+
+	switch (c) {
+	case 'w':
+		rc = bench_parse_uint("workers", arg, 1, TALLY_MAX_WORKERS, &v);
+		o->workers = (unsigned int)v;
+		break;
+	case 'e':
+		rc = bench_parse_uint("elems", arg, 1, MAX_ELEMS, &v);
+		o->elems = (unsigned int)v;
+		break;
+	case 's':
+		rc = bench_parse_uint("slots", arg, 1, TALLY_MAX_WINDOW, &v);
+		o->slots = (unsigned int)v;
+		break;
+	case 'r':
+		rc = bench_parse_uint("rounds", arg, 1, MAX_ROUNDS, &v);
+		o->rounds = (unsigned int)v;
+		break;
+	case 'p':
+		rc = bench_parse_uint("passes", arg, 1, 1000, &v);
+		o->passes = (unsigned int)v;
+		break;
+	case 'c':
+		for (v = 0; v < RTE_DIM(cksum_names); v++)
+			if (strcmp(arg, cksum_names[v]) == 0)
+				break;
+		if (v == RTE_DIM(cksum_names)) {
+			fprintf(stderr, "--cksum: '%s' is not one of sw, "
+				"offload, zero\n", arg);
+			rc = -1;
+		}
+		o->cksum = (enum dpb_cksum)v;
+		break;
+	default:
+		rc = -1;
+	}
+	return rc;
+}
+
+/* Bytes of frame buffers the options ask for (mbufs included). */
+static size_t
+frame_mem(const struct dpb_opts *o)
+{
+	size_t len = HDRS_LEN + TALLY_HDR_LEN + 4u * o->elems;
+	size_t each = sizeof(struct rte_mbuf) + RTE_PKTMBUF_HEADROOM + len;
+
+	return 2 * (size_t)o->slots * o->workers * each;
+}
+
+/*
+ * Fills o from the command line. Returns 0 to run, 1 when help was asked
+ * for, -1 on bad usage (the reason and the usage already on stderr).
+ */
+static int
+parse_opts(int argc, char **argv, struct dpb_opts *o)
+{
+	int c;
+
+	*o = (struct dpb_opts){ .workers = 8, .elems = TALLY_DEFAULT_ELEMS };
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		} else if (c == 'j') {
+			o->json = 1;
+		} else if (c == 'q') {
+			o->quick = 1;
+		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
+			goto bad;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "unexpected argument '%s'\n", argv[optind]);
+		goto bad;
+	}
+	if (o->slots == 0)
+		o->slots = o->quick ? 16 : 128;
+	if (o->passes == 0)
+		o->passes = o->quick ? 1 : 5;
+	if (o->rounds == 0 && o->quick)
+		o->rounds = 4;
+	if (frame_mem(o) > MAX_FRAME_MEM) {
+		fprintf(stderr, "%zu MiB of frames is more than the %lu MiB "
+			"this bench gives them; lower --slots, --workers or "
+			"--elems\n", frame_mem(o) >> 20, MAX_FRAME_MEM >> 20);
+		goto bad;
+	}
+	return 0;
+bad:
+	fputc('\n', stderr);
+	usage(stderr);
+	return -1;
+}
+
+/*
+ * The EAL, as the packet-layer tests start it: no hugepages, no PCI, no
+ * shared files, a runtime directory of this process's own (removed by
+ * eal_fini). DPDK 22.11 refuses --no-huge together with --in-memory.
+ */
+static int
+eal_init(void)
+{
+	char prefix[64];
+	char *args[] = {
+		"tally-bench", "--no-huge", "--no-shconf", "--no-pci",
+		"--no-telemetry", "-l", "0", "-m", "1024", prefix,
+		"--log-level=*:error",
+	};
+
+	snprintf(prefix, sizeof(prefix), "--file-prefix=tally-bench-%d",
+		(int)getpid());
+	rte_openlog_stream(stderr);
+	if (rte_eal_init((int)RTE_DIM(args), args) < 0) {
+		fprintf(stderr, "tally-bench dataplane: rte_eal_init: %s\n",
+			rte_strerror(rte_errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Ends the EAL and removes its runtime directory. */
+static void
+eal_fini(void)
+{
+	char dir[PATH_MAX];
+
+	/* The EAL leaves its (empty) runtime directory behind. */
+	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
+	rte_eal_cleanup();
+	rmdir(dir);
+}
+
+/* Member r's address: 10.0.0.(1 + r), UDP MEMBER_PORT. */
+static rte_be32_t
+member_ip(unsigned int r)
+{
+	return rte_cpu_to_be_32(RTE_IPV4(10, 0, 0, 1 + r));
+}
+
+/* Member r's MAC: 02:7a:11:00:00:r. */
+static struct rte_ether_addr
+member_mac(unsigned int r)
+{
+	return (struct rte_ether_addr){{ 0x02, 0x7a, 0x11, 0, 0,
+		(uint8_t)r }};
+}
+
+/*
+ * The port (net_ring over two rings), the dataplane's state as tally-dp's
+ * main.c builds it, and the job. 0, or -1 with a message.
+ */
+static int
+dp_setup(struct dpb *b)
+{
+	struct tally_dp *dp = &b->dp;
+	struct tally_dp_lcore *lc = &dp->lcores[0];
+	struct tally_job_conf conf = {
+		.id = JOB_ID,
+		.token = JOB_TOKEN,
+		.world = (uint8_t)b->o.workers,
+		.window = (uint16_t)b->o.slots,
+		.max_elems = (uint16_t)b->o.elems,
+	};
+	const char *what;
+	int port, ret;
+
+	b->rx = rte_ring_create("bench_rx", RING_SIZE, (int)rte_socket_id(),
+		RING_F_SP_ENQ | RING_F_SC_DEQ);
+	b->tx = rte_ring_create("bench_tx", RING_SIZE, (int)rte_socket_id(),
+		RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (b->rx == NULL || b->tx == NULL) {
+		what = "rings";
+		ret = -rte_errno;
+		goto err;
+	}
+	port = rte_eth_from_rings("tally_bench", &b->rx, 1, &b->tx, 1,
+		rte_socket_id());
+	if (port < 0) {
+		what = "rte_eth_from_rings";
+		ret = -rte_errno;
+		goto err;
+	}
+	b->port_made = 1;
+	/* As setup_lcores() does, for one worker: this thread. */
+	dp->port_id = (uint16_t)port;
+	dp->nworkers = 1;
+	dp->max_jobs = 1;
+	dp->self.ip = rte_cpu_to_be_32(RTE_IPV4(10, 0, 0, 254));
+	dp->self.port = rte_cpu_to_be_16(TALLY_UDP_PORT);
+	dp->self.nports = 1;
+	lc->dp = dp;
+	lc->lcore_id = rte_lcore_id();
+	lc->index = 0;
+	lc->neigh = tally_net_neigh_create(1024,
+		(int)rte_lcore_to_socket_id(lc->lcore_id));
+	if (lc->neigh == NULL || tally_dp_lcore_init(lc) != 0) {
+		what = "lcore state";
+		ret = -ENOMEM;
+		goto err;
+	}
+	b->lc = lc;
+	ret = tally_dp_port_init(dp, DP_MBUFS, b->mtu);
+	if (ret != 0) {
+		what = "tally_dp_port_init";
+		goto err;
+	}
+	/* As setup_queues() does: one worker, no dispatch ring. */
+	lc->rxq = 0;
+	lc->txq = 0;
+	ret = tally_dp_jobs_init(dp);
+	if (ret != 0) {
+		what = "tally_dp_jobs_init";
+		goto err;
+	}
+	/*
+	 * Members' MACs are learned here rather than from a first round:
+	 * the lcore learns them from every accepted frame anyway.
+	 */
+	for (unsigned int r = 0; r < b->o.workers; r++) {
+		struct rte_ether_addr mac = member_mac(r);
+
+		conf.members[r].ip = member_ip(r);
+		conf.members[r].port = rte_cpu_to_be_16(MEMBER_PORT);
+		tally_net_neigh_learn(lc->neigh, member_ip(r), &mac);
+	}
+	/* No thread is registered with QSBR: this returns at once. */
+	ret = tally_dp_job_add(dp, &conf);
+	if (ret != 0) {
+		what = "tally_dp_job_add";
+		goto err;
+	}
+	return 0;
+err:
+	fprintf(stderr, "tally-bench dataplane: setup: %s: %s\n", what,
+		strerror(ret < 0 ? -ret : ret));
+	return -1;
+}
+
+/* Writes the frame of worker w to set 'set' of slot 'slot' into m. */
+static int
+build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
+	unsigned int slot, unsigned int w, uint64_t *rng)
+{
+	const unsigned int plen = TALLY_HDR_LEN + 4u * b->o.elems;
+	struct rte_ether_hdr *eth;
+	struct rte_ipv4_hdr *ip;
+	struct rte_udp_hdr *udp;
+	uint8_t *p;
+	struct tally_hdr h = {
+		.version = TALLY_PROTO_VERSION,
+		.type = TALLY_PT_SUM,
+		.flags = set ? TALLY_F_SET : 0,
+		.enc = TALLY_ENC_I32,
+		.job = JOB_ID,
+		.token = JOB_TOKEN,
+		.rank = (uint8_t)w,
+		.slot = (uint16_t)slot,
+		.offset = slot * b->o.elems,
+		.count = (uint16_t)b->o.elems,
+		.next_block = TALLY_NO_BLOCK,
+	};
+
+	p = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)b->frame_len);
+	if (p == NULL)
+		return -1;
+	eth = (struct rte_ether_hdr *)p;
+	ip = (struct rte_ipv4_hdr *)(eth + 1);
+	udp = (struct rte_udp_hdr *)(ip + 1);
+	eth->dst_addr = b->dp.self.mac;
+	eth->src_addr = member_mac(w);
+	eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+	*ip = (struct rte_ipv4_hdr){
+		.version_ihl = RTE_IPV4_VHL_DEF,
+		.total_length = rte_cpu_to_be_16((uint16_t)(sizeof(*ip) +
+			sizeof(*udp) + plen)),
+		.packet_id = rte_cpu_to_be_16((uint16_t)(slot * 64 + w)),
+		.fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG),
+		.time_to_live = 64,
+		.next_proto_id = IPPROTO_UDP,
+		.src_addr = member_ip(w),
+		.dst_addr = b->dp.self.ip,
+	};
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	udp->src_port = rte_cpu_to_be_16(MEMBER_PORT);
+	udp->dst_port = b->dp.self.port;
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + plen));
+	udp->dgram_cksum = 0;
+	p = (uint8_t *)(udp + 1);
+	tally_hdr_encode(&h, p);
+	for (unsigned int i = TALLY_HDR_LEN; i < plen; i += 4) {
+		uint64_t z = (*rng += UINT64_C(0x9e3779b97f4a7c15));
+
+		/* splitmix64: the same payloads every run. */
+		z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+		z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+		z ^= z >> 31;
+		memcpy(p + i, &z, 4);
+	}
+	/* A real checksum (the lcore verifies it), unless asked not to. */
+	if (b->o.cksum != CKSUM_ZERO)
+		udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+	if (b->o.cksum == CKSUM_OFFLOAD)
+		m->ol_flags |= RTE_MBUF_F_RX_IP_CKSUM_GOOD |
+			RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+	return 0;
+}
+
+/* The frames, one mbuf each from a pool of their own. */
+static int
+frames_setup(struct dpb *b)
+{
+	unsigned int n = 2 * b->per_set, i;
+	uint64_t rng = 1;
+
+	b->frame_pool = rte_pktmbuf_pool_create("bench_frames", n, 0, 0,
+		(uint16_t)(RTE_PKTMBUF_HEADROOM + b->frame_len),
+		(int)rte_socket_id());
+	b->frames = calloc(n, sizeof(*b->frames));
+	b->ref = calloc(b->o.elems, sizeof(*b->ref));
+	b->flat = malloc(b->frame_len);
+	b->seen = calloc(b->o.slots, sizeof(*b->seen));
+	if (b->frame_pool == NULL || b->frames == NULL || b->ref == NULL ||
+			b->flat == NULL || b->seen == NULL) {
+		fprintf(stderr, "tally-bench dataplane: setup: out of memory "
+			"for %u frames\n", n);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned int set = i / b->per_set;
+		unsigned int s = i % b->per_set / b->o.workers;
+		unsigned int w = i % b->o.workers;
+
+		b->frames[i] = rte_pktmbuf_alloc(b->frame_pool);
+		if (b->frames[i] == NULL ||
+				build_frame(b, b->frames[i], set, s, w, &rng)) {
+			fprintf(stderr, "tally-bench dataplane: setup: frame "
+				"%u\n", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Frees whatever is in ring r. */
+static void
+empty_ring(struct rte_ring *r)
+{
+	void *m;
+
+	while (r != NULL && rte_ring_dequeue(r, &m) == 0)
+		rte_pktmbuf_free(m);
+}
+
+/* Undoes dp_setup() and frames_setup(), as far as they went. */
+static void
+teardown(struct dpb *b)
+{
+	struct tally_dp *dp = &b->dp;
+
+	if (b->port_made)
+		tally_dp_port_close(dp);
+	empty_ring(b->rx);
+	empty_ring(b->tx);
+	if (b->frames != NULL)
+		for (unsigned int i = 0; i < 2 * b->per_set; i++)
+			rte_pktmbuf_free(b->frames[i]);
+	if (b->lc != NULL) {
+		tally_dp_lcore_fini(b->lc);
+		tally_net_neigh_destroy(b->lc->neigh);
+	} else {
+		tally_net_neigh_destroy(dp->lcores[0].neigh);
+	}
+	tally_dp_jobs_fini(dp);
+	rte_mempool_free(dp->pool);
+	rte_mempool_free(dp->clone_pool);
+	rte_mempool_free(b->frame_pool);
+	rte_ring_free(b->rx);
+	rte_ring_free(b->tx);
+	free(b->frames);
+	free(b->ref);
+	free(b->flat);
+	free(b->seen);
+}
+
+/*
+ * Puts n frames into the port's rx ring, each with one more reference:
+ * the free at the other end drops it, and the frame stays for the next
+ * round. Returns n, or 0 when the ring is full.
+ */
+static inline unsigned int
+inject(struct dpb *b, struct rte_mbuf **f, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++)
+		rte_mbuf_refcnt_update(f[i], 1);
+	if (likely(rte_ring_enqueue_bulk(b->rx, (void **)f, n, NULL) == n))
+		return n;
+	for (unsigned int i = 0; i < n; i++)
+		rte_mbuf_refcnt_update(f[i], -1);
+	return 0;
+}
+
+/* Frees what the port sent; returns how many frames. */
+static inline uint64_t
+drain(struct dpb *b)
+{
+	struct rte_mbuf *m[64];
+	unsigned int n;
+	uint64_t total = 0;
+
+	while ((n = rte_ring_dequeue_burst(b->tx, (void **)m, 64, NULL)) > 0) {
+		rte_pktmbuf_free_bulk(m, n);
+		total += n;
+	}
+	return total;
+}
+
+/* The floor: one burst rx -> tx, untouched. Returns frames taken. */
+static inline uint16_t
+forward(uint16_t port, uint64_t *dropped)
+{
+	struct rte_mbuf *pkts[BURST];
+	uint16_t n, sent;
+
+	n = rte_eth_rx_burst(port, 0, pkts, BURST);
+	sent = rte_eth_tx_burst(port, 0, pkts, n);
+	if (unlikely(sent < n)) {
+		*dropped += n - sent;
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	}
+	return n;
+}
+
+/* What one pass saw, to be checked after it. */
+struct pass_count {
+	uint64_t injected;
+	uint64_t taken;		/* frames the loop took from the port */
+	uint64_t drained;	/* frames the port sent */
+	uint64_t dropped;	/* frames the floor's tx refused */
+	int full;		/* the rx ring refused a burst */
+};
+
+/*
+ * Timed: rounds rounds of every slot, a burst at a time into the port,
+ * through tally-dp's loop (tally != 0) or the bare forward, the sent
+ * frames freed after every burst.
+ */
+static void
+run_pass(struct dpb *b, int tally, unsigned int rounds, struct pass_count *pc,
+	uint64_t *ns)
+{
+	struct tally_dp_lcore *lc = b->lc;
+	const unsigned int per_set = b->per_set;
+	const uint16_t port = b->dp.port_id;
+	uint64_t t0;
+
+	*pc = (struct pass_count){ 0 };
+	t0 = bench_now_ns();
+	for (unsigned int r = 0; r < rounds; r++) {
+		struct rte_mbuf **f = b->frames +
+			((b->round + r) & 1) * per_set;
+		unsigned int n;
+
+		for (unsigned int i = 0; i < per_set; i += n) {
+			n = RTE_MIN((unsigned int)BURST, per_set - i);
+			if (unlikely(inject(b, f + i, n) != n)) {
+				pc->full = 1;
+				goto out;
+			}
+			pc->injected += n;
+			if (tally)
+				pc->taken += tally_dp_lcore_poll(lc);
+			else
+				pc->taken += forward(port, &pc->dropped);
+			pc->drained += drain(b);
+		}
+	}
+out:
+	*ns = bench_now_ns() - t0;
+	/* The engine's slots moved on; the floor touched no slot. */
+	if (tally)
+		b->round += rounds;
+}
+
+/* Whether the dataplane refused or lost anything; says what if so. */
+static int
+check_counters(const struct dpb *b)
+{
+	const struct tally_agg_stats *ag = &b->lc->agg;
+	const struct tally_dp_stats *st = &b->lc->st;
+	int bad = 0;
+
+	for (unsigned int s = 1; s < TALLY_ST_MAX_; s++) {
+		if (ag->drops[s] == 0)
+			continue;
+		fprintf(stderr, "tally-bench dataplane: engine refused %llu "
+			"frames: %s\n", (unsigned long long)ag->drops[s],
+			tally_status_name(s));
+		bad = 1;
+	}
+	for (unsigned int w = 1; w < TALLY_NET_DROP_MAX_; w++) {
+		if (st->net_drops[w] == 0)
+			continue;
+		fprintf(stderr, "tally-bench dataplane: lcore dropped %llu "
+			"frames: %s\n", (unsigned long long)st->net_drops[w],
+			tally_net_drop_name(w));
+		bad = 1;
+	}
+	if (ag->duplicates || ag->resent || ag->nacks || st->tx_dropped ||
+			st->no_neigh || st->no_mbuf || st->misrouted ||
+			st->ring_full || ag->drops[0] || st->net_drops[0]) {
+		fprintf(stderr, "tally-bench dataplane: duplicates %llu, "
+			"resent %llu, nacks %llu, tx_dropped %llu, no_neigh "
+			"%llu, no_mbuf %llu, misrouted %llu\n",
+			(unsigned long long)ag->duplicates,
+			(unsigned long long)ag->resent,
+			(unsigned long long)ag->nacks,
+			(unsigned long long)st->tx_dropped,
+			(unsigned long long)st->no_neigh,
+			(unsigned long long)st->no_mbuf,
+			(unsigned long long)st->misrouted);
+		bad = 1;
+	}
+	return bad ? -1 : 0;
+}
+
+/* A tally pass: every frame taken, every round complete, W results each. */
+static int
+check_tally_pass(const struct dpb *b, unsigned int rounds,
+	const struct pass_count *pc, uint64_t completed, uint64_t results)
+{
+	uint64_t frames = (uint64_t)rounds * b->per_set;
+	uint64_t rs = (uint64_t)rounds * b->o.slots;
+
+	if (pc->full || pc->injected != frames || pc->taken != frames ||
+			completed != rs || results != rs * b->o.workers ||
+			pc->drained != results) {
+		fprintf(stderr, "tally-bench dataplane: tally pass of %u "
+			"rounds: %llu of %llu frames injected, %llu taken; "
+			"%llu rounds completed of %llu; %llu results built, "
+			"%llu sent, expected %llu\n", rounds,
+			(unsigned long long)pc->injected,
+			(unsigned long long)frames,
+			(unsigned long long)pc->taken,
+			(unsigned long long)completed, (unsigned long long)rs,
+			(unsigned long long)results,
+			(unsigned long long)pc->drained,
+			(unsigned long long)(rs * b->o.workers));
+		check_counters(b);
+		return -1;
+	}
+	return check_counters(b);
+}
+
+/* A timed tally pass, checked. */
+static int
+tally_pass(struct dpb *b, unsigned int rounds, uint64_t *ns)
+{
+	uint64_t c0 = b->lc->agg.completed, r0 = b->lc->st.results;
+	struct pass_count pc;
+
+	run_pass(b, 1, rounds, &pc, ns);
+	return check_tally_pass(b, rounds, &pc, b->lc->agg.completed - c0,
+		b->lc->st.results - r0);
+}
+
+/* A timed floor pass: every frame forwarded and sent. */
+static int
+floor_pass(struct dpb *b, unsigned int rounds, uint64_t *ns)
+{
+	uint64_t frames = (uint64_t)rounds * b->per_set;
+	struct pass_count pc;
+
+	run_pass(b, 0, rounds, &pc, ns);
+	if (pc.full || pc.taken != frames || pc.drained != frames ||
+			pc.dropped != 0) {
+		fprintf(stderr, "tally-bench dataplane: floor pass of %u "
+			"rounds: %llu frames taken, %llu sent, %llu refused; "
+			"expected %llu\n", rounds,
+			(unsigned long long)pc.taken,
+			(unsigned long long)pc.drained,
+			(unsigned long long)pc.dropped,
+			(unsigned long long)frames);
+		return -1;
+	}
+	return 0;
+}
+
+/* b->ref = the wrapping i32 sum of the workers' frames to (set, slot). */
+static void
+reference(struct dpb *b, unsigned int set, unsigned int slot)
+{
+	struct rte_mbuf **f = b->frames + (set * b->o.slots + slot) *
+		b->o.workers;
+
+	memset(b->ref, 0, b->o.elems * sizeof(*b->ref));
+	for (unsigned int w = 0; w < b->o.workers; w++) {
+		const uint8_t *pl = rte_pktmbuf_mtod_offset(f[w],
+			const uint8_t *, HDRS_LEN + TALLY_HDR_LEN);
+
+		for (unsigned int i = 0; i < b->o.elems; i++) {
+			uint32_t x;
+
+			memcpy(&x, pl + 4 * i, 4);
+			b->ref[i] += x;
+		}
+	}
+}
+
+/* Whether the UDP checksum over the pseudo-header and datagram holds. */
+static int
+udp_cksum_ok(const struct rte_ipv4_hdr *ip, const struct rte_udp_hdr *udp)
+{
+	uint32_t sum = (uint32_t)rte_ipv4_phdr_cksum(ip, 0) +
+		rte_raw_cksum(udp, rte_be_to_cpu_16(udp->dgram_len));
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+#define BAD(...) do { \
+	fprintf(stderr, "tally-bench dataplane: result frame: " __VA_ARGS__); \
+	return -1; \
+} while (0)
+
+/*
+ * Checks one result frame of a round on set 'set': Ethernet, IPv4 and
+ * UDP headers (checksums included) to a member that has not had this
+ * slot's result yet, the tally header, and the payload against the sum.
+ */
+static int
+check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
+{
+	const unsigned int blen = TALLY_HDR_LEN + 4u * b->o.elems;
+	const struct rte_ether_hdr *eth;
+	const struct rte_ipv4_hdr *ip;
+	const struct rte_udp_hdr *udp;
+	struct rte_ether_addr mac;
+	struct tally_hdr h = { 0 };
+	unsigned int r;
+
+	if (m->pkt_len != HDRS_LEN + blen)
+		BAD("%u B, expected %u\n", m->pkt_len, HDRS_LEN + blen);
+	/* Headers and payload lie in two segments: flatten them. */
+	eth = rte_pktmbuf_read(m, 0, m->pkt_len, b->flat);
+	if (eth == NULL)
+		BAD("segments hold less than pkt_len\n");
+	ip = (const struct rte_ipv4_hdr *)(eth + 1);
+	udp = (const struct rte_udp_hdr *)(ip + 1);
+	r = rte_be_to_cpu_32(ip->dst_addr) - RTE_IPV4(10, 0, 0, 1);
+	if (r >= b->o.workers)
+		BAD("to %08x, not a member\n", rte_be_to_cpu_32(ip->dst_addr));
+	mac = member_mac(r);
+	if (!rte_is_same_ether_addr(&eth->dst_addr, &mac) ||
+			!rte_is_same_ether_addr(&eth->src_addr,
+				&b->dp.self.mac) ||
+			eth->ether_type != RTE_BE16(RTE_ETHER_TYPE_IPV4))
+		BAD("Ethernet header wrong (member %u)\n", r);
+	if (ip->version_ihl != RTE_IPV4_VHL_DEF ||
+			rte_raw_cksum(ip, sizeof(*ip)) != 0xffff ||
+			rte_be_to_cpu_16(ip->total_length) !=
+				sizeof(*ip) + sizeof(*udp) + blen ||
+			ip->next_proto_id != IPPROTO_UDP ||
+			ip->src_addr != b->dp.self.ip ||
+			(ip->fragment_offset & RTE_BE16(RTE_IPV4_HDR_MF_FLAG |
+				RTE_IPV4_HDR_OFFSET_MASK)) != 0)
+		BAD("IPv4 header wrong (member %u)\n", r);
+	if (udp->src_port != b->dp.self.port ||
+			udp->dst_port != RTE_BE16(MEMBER_PORT) ||
+			rte_be_to_cpu_16(udp->dgram_len) !=
+				sizeof(*udp) + blen ||
+			udp->dgram_cksum == 0 || !udp_cksum_ok(ip, udp))
+		BAD("UDP header or checksum wrong (member %u)\n", r);
+	if (tally_hdr_decode(udp + 1, blen, &h) != TALLY_ST_OK ||
+			h.type != TALLY_PT_SUM_RESULT || h.job != JOB_ID ||
+			h.slot >= b->o.slots ||
+			h.offset != (uint32_t)h.slot * b->o.elems ||
+			h.count != b->o.elems ||
+			h.enc != tally_enc_result(TALLY_ENC_I32, 0) ||
+			(h.flags & TALLY_F_SET) != (set ? TALLY_F_SET : 0))
+		BAD("tally header wrong (member %u, slot %u, set %u)\n", r,
+			h.slot, set);
+	if (b->seen[h.slot] & UINT64_C(1) << r)
+		BAD("member %u got slot %u twice\n", r, h.slot);
+	b->seen[h.slot] |= UINT64_C(1) << r;
+	reference(b, set, h.slot);
+	for (unsigned int i = 0; i < b->o.elems; i++) {
+		uint32_t got;
+
+		memcpy(&got, (const uint8_t *)(udp + 1) + TALLY_HDR_LEN +
+			4 * i, 4);
+		if (got != b->ref[i])
+			BAD("slot %u set %u member %u: element %u is 0x%08x, "
+				"the sum is 0x%08x\n", h.slot, set, r, i, got,
+				b->ref[i]);
+	}
+	return 0;
+}
+
+#undef BAD
+
+/*
+ * Untimed: one round of every slot through tally-dp's loop, every result
+ * frame checked (check_result) and every member given every slot's.
+ */
+static int
+verify_round(struct dpb *b)
+{
+	const unsigned int set = (unsigned int)(b->round & 1);
+	const uint64_t full = b->o.workers == 64 ? UINT64_MAX :
+		(UINT64_C(1) << b->o.workers) - 1;
+	struct rte_mbuf **f = b->frames + set * b->per_set;
+	uint64_t results = 0;
+	unsigned int n;
+	int rc = 0;
+
+	memset(b->seen, 0, b->o.slots * sizeof(*b->seen));
+	for (unsigned int i = 0; i < b->per_set; i += n) {
+		struct rte_mbuf *m[64];
+		unsigned int k;
+
+		n = RTE_MIN((unsigned int)BURST, b->per_set - i);
+		if (inject(b, f + i, n) != n ||
+				tally_dp_lcore_poll(b->lc) != n) {
+			fprintf(stderr, "tally-bench dataplane: verify: a "
+				"burst was not taken whole\n");
+			return -1;
+		}
+		while ((k = rte_ring_dequeue_burst(b->tx, (void **)m, 64,
+				NULL)) > 0) {
+			for (unsigned int j = 0; j < k && rc == 0; j++)
+				rc = check_result(b, m[j], set);
+			rte_pktmbuf_free_bulk(m, k);
+			results += k;
+		}
+		if (rc != 0)
+			return -1;
+	}
+	b->round++;
+	for (unsigned int s = 0; s < b->o.slots; s++) {
+		if (b->seen[s] != full) {
+			fprintf(stderr, "tally-bench dataplane: verify: slot "
+				"%u set %u: results reached members %llx of "
+				"%llx\n", s, set,
+				(unsigned long long)b->seen[s],
+				(unsigned long long)full);
+			check_counters(b);	/* says why, if it knows */
+			return -1;
+		}
+	}
+	if (results != b->per_set) {
+		fprintf(stderr, "tally-bench dataplane: verify: %llu result "
+			"frames, expected %u\n", (unsigned long long)results,
+			b->per_set);
+		return -1;
+	}
+	return check_counters(b);
+}
+
+/* Rounds that make a tally pass last about PASS_TARGET_NS. */
+static int
+calibrate(struct dpb *b, unsigned int *rounds)
+{
+	unsigned int r = 1;
+	uint64_t ns;
+	double want;
+
+	for (;;) {
+		if (tally_pass(b, r, &ns) != 0)
+			return -1;
+		if (ns >= PASS_TARGET_NS / 8 || r >= MAX_ROUNDS / 2)
+			break;
+		r *= 2;
+	}
+	want = (double)r * PASS_TARGET_NS / (double)(ns > 0 ? ns : 1);
+	*rounds = want < 1 ? 1 : want > MAX_ROUNDS ? MAX_ROUNDS :
+		(unsigned int)want;
+	return 0;
+}
+
+static void
+side_add(struct dpb_side *sd, uint64_t ns)
+{
+	if (sd->best_ns == 0 || ns < sd->best_ns)
+		sd->best_ns = ns;
+	if (ns > sd->worst_ns)
+		sd->worst_ns = ns;
+}
+
+/* Verify, calibrate, alternate timed passes, verify again. */
+static int
+dpb_run(struct dpb *b)
+{
+	uint64_t ns;
+
+	if (verify_round(b) != 0 || verify_round(b) != 0)
+		return -1;
+	if (b->o.rounds == 0 && calibrate(b, &b->o.rounds) != 0)
+		return -1;
+	for (unsigned int p = 0; p < b->o.passes; p++) {
+		if (tally_pass(b, b->o.rounds, &ns) != 0)
+			return -1;
+		side_add(&b->tally, ns);
+		if (floor_pass(b, b->o.rounds, &ns) != 0)
+			return -1;
+		side_add(&b->bare, ns);
+	}
+	if (verify_round(b) != 0 || verify_round(b) != 0)
+		return -1;
+	return 0;
+}
+
+/* The figures of one side's best pass. */
+struct figures {
+	double seconds;
+	double frames_s;
+	double elems_s;
+	double ns_frame;
+	double spread;		/* worst pass over best, minus one */
+};
+
+static struct figures
+figures_of(const struct dpb *b, const struct dpb_side *sd)
+{
+	double frames = (double)b->o.rounds * b->per_set;
+	struct figures f;
+
+	f.seconds = (double)sd->best_ns / 1e9;
+	f.frames_s = frames / f.seconds;
+	f.elems_s = f.frames_s * b->o.elems;
+	f.ns_frame = (double)sd->best_ns / frames;
+	f.spread = (double)sd->worst_ns / (double)sd->best_ns - 1.0;
+	return f;
+}
+
+/* v in the engine bench's notation: 2.83e9. */
+static const char *
+sci(char *buf, size_t len, double v)
+{
+	int x = 0;
+
+	while (v >= 10.0) {
+		v /= 10.0;
+		x++;
+	}
+	snprintf(buf, len, "%.2fe%d", v, x);
+	return buf;
+}
+
+static void
+print_row(const char *name, const struct figures *f)
+{
+	char a[32], c[32];
+
+	printf("%-6s %12s %12s %10.1f %7.1f%%\n", name,
+		sci(a, sizeof(a), f->frames_s), sci(c, sizeof(c), f->elems_s),
+		f->ns_frame, f->spread * 100.0);
+}
+
+/* The port's driver ("net_ring"). */
+static const char *
+driver_name(const struct dpb *b)
+{
+	struct rte_eth_dev_info info;
+
+	if (rte_eth_dev_info_get(b->dp.port_id, &info) != 0 ||
+			info.driver_name == NULL)
+		return "?";
+	return info.driver_name;
+}
+
+static void
+report_text(const struct dpb *b, const char *cpu)
+{
+	struct figures ft = figures_of(b, &b->tally);
+	struct figures ff = figures_of(b, &b->bare);
+	double ratio = ft.seconds / ff.seconds;
+	double rs = (double)b->o.rounds * b->o.slots;
+	char b1[32], b2[32];
+
+	printf("machine: %s, %u cores online\n", cpu, bench_cores_online());
+	printf("params:  workers %u, elems %u (i32), slots %u, rounds %u, "
+		"passes %u%s\n", b->o.workers, b->o.elems, b->o.slots,
+		b->o.rounds, b->o.passes, b->o.quick ? " (quick)" : "");
+	printf("port:    %s (rx and tx rte_rings), mtu %u; 1 worker lcore "
+		"(lcore %u), bursts of %d; results %s\n", driver_name(b),
+		b->mtu, b->lc->lcore_id, BURST, b->dp.tx_chains ?
+		"chained (header mbuf + indirect clone of the body)" :
+		"linearized (the port takes no chains)");
+	static const char *const cksum_what[] = {
+		[CKSUM_SW] = "valid, verified in software",
+		[CKSUM_OFFLOAD] = "valid, flagged good as by a NIC",
+		[CKSUM_ZERO] = "UDP 0, IPv4 verified in software",
+	};
+
+	printf("frames:  %u B (Ethernet, IPv4, UDP, tally header, payload), "
+		"%u of them (2 sets x slots x workers); checksums %s "
+		"(--cksum %s)\n\n", b->frame_len, 2 * b->per_set,
+		cksum_what[b->o.cksum], cksum_names[b->o.cksum]);
+	printf("%-6s %12s %12s %10s %8s   (per lcore: lcore %u)\n", "side",
+		"frames/s", "elements/s", "ns/frame", "spread",
+		b->lc->lcore_id);
+	print_row("tally", &ft);
+	print_row("floor", &ff);
+	printf("\ntally: results sent/s %s (%u per completed round), "
+		"completions/s %s\n",
+		sci(b1, sizeof(b1), rs * b->o.workers / ft.seconds),
+		b->o.workers, sci(b2, sizeof(b2), rs / ft.seconds));
+	printf("floor: rx -> tx of the same frames, untouched (no parsing, "
+		"no checksums, no results)\n");
+	printf("ratio tally/floor: %.2fx\n", ratio);
+	printf("goal: ratio <= %.1fx: %s\n", GOAL_RATIO,
+		b->o.quick ? "not judged (quick run)" :
+		ratio <= GOAL_RATIO ? "met" : "not met");
+}
+
+static void
+json_side(const char *name, const struct figures *f)
+{
+	printf("\"%s\":{\"seconds\":%.6f,\"frames_per_s\":%.4e,"
+		"\"elements_per_s\":%.4e,\"ns_per_frame\":%.3f,"
+		"\"spread\":%.4f},", name, f->seconds, f->frames_s, f->elems_s,
+		f->ns_frame, f->spread);
+}
+
+static void
+report_json(const struct dpb *b, const char *cpu)
+{
+	struct figures ft = figures_of(b, &b->tally);
+	struct figures ff = figures_of(b, &b->bare);
+	double ratio = ft.seconds / ff.seconds;
+	double rs = (double)b->o.rounds * b->o.slots;
+
+	printf("{\"bench\":\"dataplane\",\"machine\":{\"cpu\":");
+	bench_json_string(stdout, cpu);
+	printf(",\"cores\":%u},", bench_cores_online());
+	printf("\"params\":{\"workers\":%u,\"elems\":%u,\"slots\":%u,"
+		"\"rounds\":%u,\"passes\":%u,\"quick\":%s,\"frame_bytes\":%u,"
+		"\"lcores\":1,\"burst\":%d,\"port\":", b->o.workers,
+		b->o.elems, b->o.slots, b->o.rounds, b->o.passes,
+		b->o.quick ? "true" : "false", b->frame_len, BURST);
+	bench_json_string(stdout, driver_name(b));
+	printf(",\"results_chained\":%s,\"cksum\":\"%s\"},",
+		b->dp.tx_chains ? "true" : "false", cksum_names[b->o.cksum]);
+	json_side("tally", &ft);
+	json_side("floor", &ff);
+	printf("\"results_per_s\":%.4e,\"completions_per_s\":%.4e,"
+		"\"ratio\":%.4f,", rs * b->o.workers / ft.seconds,
+		rs / ft.seconds, ratio);
+	printf("\"goal\":{\"ratio\":%.2f,\"met\":%s}}\n", GOAL_RATIO,
+		b->o.quick ? "null" : ratio <= GOAL_RATIO ? "true" : "false");
+}
+
+int
+bench_dataplane(int argc, char **argv)
+{
+	struct dpb *b = &bench;
+	char cpu[256];
+	int rc;
+
+	rc = parse_opts(argc, argv, &b->o);
+	if (rc != 0)
+		return rc > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
+	b->per_set = b->o.slots * b->o.workers;
+	b->frame_len = HDRS_LEN + TALLY_HDR_LEN + 4u * b->o.elems;
+	b->mtu = (uint16_t)RTE_MAX(1500u, b->frame_len -
+		(unsigned int)sizeof(struct rte_ether_hdr));
+	if (eal_init() != 0)
+		return BENCH_EXIT_FAIL;
+	if (dp_setup(b) != 0 || frames_setup(b) != 0) {
+		teardown(b);
+		eal_fini();
+		return BENCH_EXIT_FAIL;
+	}
+	rc = dpb_run(b);
+	if (rc == 0) {
+		bench_cpu_model(cpu, sizeof(cpu));
+		if (b->o.json)
+			report_json(b, cpu);
+		else
+			report_text(b, cpu);
+	} else {
+		fprintf(stderr, "tally-bench dataplane: verification failed\n");
+	}
+	teardown(b);
+	eal_fini();
+	return rc == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
+}
