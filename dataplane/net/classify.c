@@ -94,7 +94,7 @@ udp_cksum_ok(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip,
 	sum = (ip->src_addr & 0xffff) + (ip->src_addr >> 16) +
 		(ip->dst_addr & 0xffff) + (ip->dst_addr >> 16) +
 		RTE_BE16(IPPROTO_UDP) + udp->dgram_len;
-	sum += rte_raw_cksum(udp, ulen);
+	sum += tally_net_raw_cksum(udp, ulen);
 	return fold(sum) == 0xffff;
 }
 

@@ -140,6 +140,12 @@ void tally_net_neigh_learn(struct tally_net_neigh *nb, rte_be32_t ip,
 const struct rte_ether_addr *tally_net_neigh_lookup(
 	const struct tally_net_neigh *nb, rte_be32_t ip);
 
+/*
+ * The 16-bit one's-complement sum of len bytes at buf (any alignment),
+ * folded: the same value as rte_raw_cksum(), computed with wide vectors.
+ */
+uint16_t tally_net_raw_cksum(const void *buf, size_t len);
+
 /* A short constant name for a drop reason, for counters and telemetry. */
 const char *tally_net_drop_name(unsigned int why);
 

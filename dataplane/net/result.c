@@ -62,7 +62,7 @@ tally_net_body(struct rte_mempool *pool, const struct tally_hdr *h,
 	tally_hdr_encode(h, p);
 	if (len != 0)
 		memcpy(p + TALLY_HDR_LEN, payload, len);
-	*cksum = rte_raw_cksum(p, blen);
+	*cksum = tally_net_raw_cksum(p, blen);
 	return m;
 }
 
