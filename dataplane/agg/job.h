@@ -25,6 +25,9 @@ struct tally_job_conf {
 	uint16_t max_elems;	/* elements a packet, 1..TALLY_MAX_ELEMS */
 	uint8_t narrow;		/* results in the contributions' width */
 	struct tally_addr members[TALLY_MAX_WORKERS]; /* by rank */
+	struct tally_addr group; /* results to this IPv4 multicast group
+				  * and port, one frame a round; ip 0:
+				  * to every member (the engine ignores it) */
 };
 
 #define TALLY_MAX_WINDOW 32768

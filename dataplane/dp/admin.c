@@ -130,8 +130,36 @@ parse_members(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 
 static const char *const job_keys[] = {
 	"cmd", "id", "token", "world", "window", "max_elems", "narrow",
-	"members", NULL,
+	"members", "group", NULL,
 };
+
+/* "group": {"ip": a multicast address, "port"}; absent: unicast. */
+static int
+parse_group(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
+{
+	json_t *g = json_object_get(o, "group"), *port;
+	const char *ip;
+	struct in_addr a;
+
+	if (g == NULL)
+		return 0;
+	ip = json_string_value(json_object_get(g, "ip"));
+	port = json_object_get(g, "port");
+	if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1 ||
+			!IN_MULTICAST(ntohl(a.s_addr))) {
+		snprintf(why, wlen, "'group': 'ip' must be an IPv4 multicast "
+			"address (224.0.0.0/4)");
+		return -EINVAL;
+	}
+	if (!json_is_integer(port) || json_integer_value(port) < 1 ||
+			json_integer_value(port) > 65535) {
+		snprintf(why, wlen, "'group': 'port' must be 1..65535");
+		return -EINVAL;
+	}
+	c->group.ip = a.s_addr;
+	c->group.port = htons((uint16_t)json_integer_value(port));
+	return 0;
+}
 
 /*
  * job_add: {"id", "token": 16 hex digits, "world", "window" (64),
@@ -173,7 +201,8 @@ cmd_job_add(struct tally_dp *dp, json_t *req)
 	c.window = (uint16_t)window;
 	c.max_elems = (uint16_t)elems;
 	c.narrow = json_is_true(narrow);
-	if (parse_members(req, &c, why, sizeof(why)) != 0)
+	if (parse_members(req, &c, why, sizeof(why)) != 0 ||
+			parse_group(req, &c, why, sizeof(why)) != 0)
 		return reply_err(EINVAL, "%s", why);
 	ret = tally_dp_job_add(dp, &c);
 	if (ret == -EEXIST)
@@ -216,9 +245,16 @@ job_json(const struct tally_job_conf *c)
 		json_array_append_new(members, json_pack("{s:s, s:i}", "ip", ip,
 			"port", ntohs(c->members[r].port)));
 	}
-	return json_pack("{s:i, s:i, s:i, s:i, s:b, s:o}", "id", c->id,
+	json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:b, s:o}", "id", c->id,
 		"world", c->world, "window", c->window, "max_elems",
 		c->max_elems, "narrow", c->narrow, "members", members);
+
+	if (c->group.ip != 0) {
+		inet_ntop(AF_INET, &c->group.ip, ip, sizeof(ip));
+		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
+			ip, "port", ntohs(c->group.port)));
+	}
+	return o;
 }
 
 /* job_list: {} -> {"jobs": [...]}; tokens are never shown. */
@@ -284,7 +320,8 @@ static const struct command commands[] = {
 	{ "ping", cmd_ping, "{}" },
 	{ "job_add", cmd_job_add, "{\"id\", \"token\", \"world\", "
 		"\"window\"?, \"max_elems\"?, \"narrow\"?, \"members\": "
-		"[{\"ip\", \"port\"}, ...]}" },
+		"[{\"ip\", \"port\"}, ...], \"group\"?: {\"ip\", "
+		"\"port\"}}" },
 	{ "job_del", cmd_job_del, "{\"id\"}" },
 	{ "job_list", cmd_job_list, "{}" },
 	{ "stats", cmd_stats, "{}" },

@@ -83,9 +83,10 @@ send_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 }
 
 /*
- * Sends what verdict v asks for: the result to every member of the job
- * (COMPLETE), or the result or a NACK back to the sender (RESEND, NACK).
- * The payload is written once into a body; members get clones of it.
+ * Sends what verdict v asks for: the result to every member of the job,
+ * or once to its multicast group (COMPLETE), or the result or a NACK back
+ * to the sender (RESEND, NACK). The payload is written once into a body;
+ * members get clones of it.
  */
 static void
 answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
@@ -101,7 +102,13 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		lc->st.no_mbuf++;
 		return;
 	}
-	if (v->kind == TALLY_V_COMPLETE) {
+	if (v->kind == TALLY_V_COMPLETE && jc->group.ip != 0) {
+		const uint8_t *g = (const uint8_t *)&jc->group.ip;
+		struct rte_ether_addr mac = { .addr_bytes = {
+			0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3] } };
+
+		send_to(dp, lc, o, body, ck, &mac, &jc->group);
+	} else if (v->kind == TALLY_V_COMPLETE) {
 		for (unsigned int r = 0; r < jc->world; r++)
 			send_to(dp, lc, o, body, ck,
 				tally_net_neigh_lookup(lc->neigh,

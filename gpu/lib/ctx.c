@@ -98,6 +98,15 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 			"address", o->dp_addr);
 	if (rc == 0 && o->bind_addr != NULL)
 		rc = parse_ip("bind_addr", o->bind_addr, &uc->bind_ip);
+	if (rc == 0 && o->group_addr != NULL) {
+		rc = parse_ip("group_addr", o->group_addr, &uc->group_ip);
+		if (rc == 0 && !IN_MULTICAST(ntohl(uc->group_ip)))
+			rc = open_fail(-EINVAL, "group_addr '%s' is not an "
+				"IPv4 multicast address", o->group_addr);
+		if (rc == 0 && o->bind_port == 0)
+			rc = open_fail(-EINVAL, "group_addr needs bind_port "
+				"(the group's port)");
+	}
 	if (rc != 0)
 		return rc;
 	uc->dp_port = o->dp_port != 0 ? o->dp_port : TALLY_UDP_PORT;

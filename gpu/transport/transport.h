@@ -95,6 +95,8 @@ struct tally_udp_conf {
 				 * dp_port + s % dp_nports */
 	uint32_t bind_ip;	/* local IPv4, network order; 0 = any */
 	uint16_t bind_port;	/* local port, host order; 0 = ephemeral */
+	uint32_t group_ip;	/* multicast group to join, network order;
+				 * 0 = none. Binds the wildcard address */
 	int sockbuf;		/* SO_SNDBUF and SO_RCVBUF bytes, 0 = 4 MiB */
 };
 

@@ -226,10 +226,22 @@ tally_udp_transport_create(const struct tally_udp_conf *conf)
 	if (u->fd < 0)
 		goto err_free;
 	udp_bufs(u->fd, conf->sockbuf > 0 ? conf->sockbuf : UDP_SOCKBUF);
-	local.sin_addr.s_addr = conf->bind_ip;
+	/* A socket bound to a unicast address hears no group traffic. */
+	local.sin_addr.s_addr = conf->group_ip != 0 ? INADDR_ANY :
+		conf->bind_ip;
 	local.sin_port = htons(conf->bind_port);
 	if (bind(u->fd, (struct sockaddr *)&local, sizeof(local)) != 0)
 		goto err_close;
+	if (conf->group_ip != 0) {
+		struct ip_mreq mr = {
+			.imr_multiaddr.s_addr = conf->group_ip,
+			.imr_interface.s_addr = conf->bind_ip,
+		};
+
+		if (setsockopt(u->fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
+				sizeof(mr)) != 0)
+			goto err_close;
+	}
 	return &u->tp;
 err_close:
 	err = errno;

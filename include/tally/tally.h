@@ -49,6 +49,12 @@ struct tally_ctx_opts {
 				 * dataplane lcore that owns those slots */
 	const char *bind_addr;	/* local IPv4 to bind, NULL = any */
 	uint16_t bind_port;	/* local UDP port, 0 = ephemeral */
+	const char *group_addr;	/* IPv4 multicast group the job's results
+				 * go to, NULL = results come unicast. The
+				 * socket then joins it on bind_addr's
+				 * interface and binds the wildcard address
+				 * on bind_port, which must be the group's
+				 * port (the same on every member) */
 	uint16_t job;		/* job id at the dataplane */
 	uint64_t token;		/* the job's token */
 	uint8_t rank;		/* this worker, 0 .. world - 1 */

@@ -39,6 +39,7 @@ struct ar_opts {
 	char bind_addr[INET_ADDRSTRLEN];
 	int have_bind;
 	uint16_t bind_port;
+	char group[INET_ADDRSTRLEN];	/* multicast results; "" = unicast */
 	unsigned long job;
 	uint64_t token;
 	unsigned long rank;
@@ -79,6 +80,7 @@ struct ar_run {
 static const struct option long_opts[] = {
 	{ "dp", required_argument, NULL, 'd' },
 	{ "bind", required_argument, NULL, 'b' },
+	{ "group", required_argument, NULL, 'g' },
 	{ "job", required_argument, NULL, 'j' },
 	{ "token", required_argument, NULL, 't' },
 	{ "rank", required_argument, NULL, 'r' },
@@ -110,6 +112,8 @@ usage(FILE *f)
 		"                           and ports in its range (default 1)\n"
 		"  --bind IP[:PORT]         local address (default any, "
 		"ephemeral port)\n"
+		"  --group IP               the job's results come to this\n"
+		"                           multicast group (on the --bind port)\n"
 		"  --job N                  job id, 0..65535\n"
 		"  --token HEX              the job's token, 16 hex digits\n"
 		"  --rank R                 this worker's rank, 0..W-1\n"
@@ -259,6 +263,14 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 			return 0;
 		fprintf(stderr, "--bind: '%s' is not IP[:PORT]\n", arg);
 		return -1;
+	case 'g':
+		if (snprintf(o->group, sizeof(o->group), "%s", arg) >=
+				(int)sizeof(o->group)) {
+			fprintf(stderr, "--group: '%s' is not an IPv4 "
+				"address\n", arg);
+			return -1;
+		}
+		return 0;
 	case 'j':
 		o->given |= GIVEN_JOB;
 		return bench_parse_uint("job", arg, 0, 65535, &o->job);
@@ -467,6 +479,7 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.dp_nports = o->dp_nports,
 		.bind_addr = o->have_bind ? o->bind_addr : NULL,
 		.bind_port = o->bind_port,
+		.group_addr = o->group[0] != '\0' ? o->group : NULL,
 		.job = (uint16_t)o->job,
 		.token = o->token,
 		.rank = (uint8_t)o->rank,

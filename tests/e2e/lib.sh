@@ -89,7 +89,8 @@ dp_counter() {
 }
 
 # job_add ID TOKEN RANKS...: a job whose members are the given workers,
-# each at its address, UDP port 40000 + ID.
+# each at its address, UDP port 40000 + ID; with GROUP set, results go to
+# that multicast group on the same port.
 job_add() {
 	local id=$1 token=$2 members="" r world=0
 	shift 2
@@ -98,7 +99,10 @@ job_add() {
 		members="$members${members:+,}{\"ip\":\"$ip\",\"port\":$((40000 + id))}"
 		world=$((world + 1))
 	done
-	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"members\":[$members]}"
+	local group=""
+	[ -n "${GROUP:-}" ] &&
+		group=",\"group\":{\"ip\":\"$GROUP\",\"port\":$((40000 + id))}"
+	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"members\":[$members]$group}"
 }
 
 # worker NS-INDEX ID TOKEN RANK WORLD OUT [tally-bench options]: runs one
@@ -111,7 +115,8 @@ worker() {
 	ip netns exec "$ns" "$BENCH" allreduce --dp "$TESTBED_DP_IP" \
 		--bind "$ip:$((40000 + id))" --job "$id" --token "$token" \
 		--rank "$rank" --world "$world" --elems "${ELEMS:-256}" \
-		--window "${WINDOW:-64}" "$@" >"$out" 2>&1 &
+		--window "${WINDOW:-64}" ${GROUP:+--group "$GROUP"} "$@" \
+		>"$out" 2>&1 &
 	WPID=$!
 }
 
