@@ -58,6 +58,7 @@
 #define JOB_ID		7
 #define JOB_TOKEN	UINT64_C(0x7a11be7c40a1f00d)
 #define MEMBER_PORT	40000
+#define GROUP_IP	RTE_IPV4(239, 0, 0, 1)
 #define RING_SIZE	1024
 #define DP_MBUFS	8191	/* each dataplane pool: results in flight */
 #define MAX_ELEMS	2048	/* a frame within tally-dp's largest MTU */
@@ -86,6 +87,7 @@ struct dpb_opts {
 	enum dpb_cksum cksum;
 	int json;
 	int quick;
+	int group;	/* results to a multicast group, one a round */
 };
 
 /* Best and worst pass of one side. */
@@ -126,6 +128,7 @@ static const struct option long_opts[] = {
 	{ "cksum", required_argument, NULL, 'c' },
 	{ "json", no_argument, NULL, 'j' },
 	{ "quick", no_argument, NULL, 'q' },
+	{ "group", no_argument, NULL, 'g' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -153,6 +156,8 @@ usage(FILE *f)
 		"                same frames flagged good, as a NIC with checksum\n"
 		"                offload hands them over; zero: UDP checksum 0\n"
 		"  --json        print one JSON object\n"
+		"  --group       the job sends results to a multicast group:\n"
+		"                one frame a round instead of one a member\n"
 		"  --quick       a tiny run, for smoke tests\n"
 		"  -h, --help    this text\n",
 		TALLY_MAX_WORKERS, MAX_ELEMS, TALLY_DEFAULT_ELEMS,
@@ -230,6 +235,8 @@ parse_opts(int argc, char **argv, struct dpb_opts *o)
 			return 1;
 		} else if (c == 'j') {
 			o->json = 1;
+		} else if (c == 'g') {
+			o->group = 1;
 		} else if (c == 'q') {
 			o->quick = 1;
 		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
@@ -389,6 +396,10 @@ dp_setup(struct dpb *b)
 		conf.members[r].ip = member_ip(r);
 		conf.members[r].port = rte_cpu_to_be_16(MEMBER_PORT);
 		tally_net_neigh_learn(lc->neigh, member_ip(r), &mac);
+	}
+	if (b->o.group) {
+		conf.group.ip = rte_cpu_to_be_32(GROUP_IP);
+		conf.group.port = rte_cpu_to_be_16(MEMBER_PORT);
 	}
 	/* No thread is registered with QSBR: this returns at once. */
 	ret = tally_dp_job_add(dp, &conf);
@@ -690,7 +701,14 @@ check_counters(const struct dpb *b)
 	return bad ? -1 : 0;
 }
 
-/* A tally pass: every frame taken, every round complete, W results each. */
+/* Result frames a completed round sends: one, or one a member. */
+static unsigned int
+per_round(const struct dpb *b)
+{
+	return b->o.group ? 1 : b->o.workers;
+}
+
+/* A tally pass: every frame taken, every round complete, its results. */
 static int
 check_tally_pass(const struct dpb *b, unsigned int rounds,
 	const struct pass_count *pc, uint64_t completed, uint64_t results)
@@ -699,7 +717,7 @@ check_tally_pass(const struct dpb *b, unsigned int rounds,
 	uint64_t rs = (uint64_t)rounds * b->o.slots;
 
 	if (pc->full || pc->injected != frames || pc->taken != frames ||
-			completed != rs || results != rs * b->o.workers ||
+			completed != rs || results != rs * per_round(b) ||
 			pc->drained != results) {
 		fprintf(stderr, "tally-bench dataplane: tally pass of %u "
 			"rounds: %llu of %llu frames injected, %llu taken; "
@@ -711,7 +729,7 @@ check_tally_pass(const struct dpb *b, unsigned int rounds,
 			(unsigned long long)completed, (unsigned long long)rs,
 			(unsigned long long)results,
 			(unsigned long long)pc->drained,
-			(unsigned long long)(rs * b->o.workers));
+			(unsigned long long)(rs * per_round(b)));
 		check_counters(b);
 		return -1;
 	}
@@ -814,10 +832,21 @@ check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 		BAD("segments hold less than pkt_len\n");
 	ip = (const struct rte_ipv4_hdr *)(eth + 1);
 	udp = (const struct rte_udp_hdr *)(ip + 1);
-	r = rte_be_to_cpu_32(ip->dst_addr) - RTE_IPV4(10, 0, 0, 1);
-	if (r >= b->o.workers)
-		BAD("to %08x, not a member\n", rte_be_to_cpu_32(ip->dst_addr));
-	mac = member_mac(r);
+	if (b->o.group) {
+		/* To the group, which every member joined. */
+		r = 0;
+		mac = (struct rte_ether_addr){ .addr_bytes = { 0x01, 0x00,
+			0x5e, 0x00, 0x00, 0x01 } };
+		if (ip->dst_addr != rte_cpu_to_be_32(GROUP_IP))
+			BAD("to %08x, not the group\n",
+				rte_be_to_cpu_32(ip->dst_addr));
+	} else {
+		r = rte_be_to_cpu_32(ip->dst_addr) - RTE_IPV4(10, 0, 0, 1);
+		if (r >= b->o.workers)
+			BAD("to %08x, not a member\n",
+				rte_be_to_cpu_32(ip->dst_addr));
+		mac = member_mac(r);
+	}
 	if (!rte_is_same_ether_addr(&eth->dst_addr, &mac) ||
 			!rte_is_same_ether_addr(&eth->src_addr,
 				&b->dp.self.mac) ||
@@ -849,7 +878,8 @@ check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 			h.slot, set);
 	if (b->seen[h.slot] & UINT64_C(1) << r)
 		BAD("member %u got slot %u twice\n", r, h.slot);
-	b->seen[h.slot] |= UINT64_C(1) << r;
+	b->seen[h.slot] |= b->o.group ? (b->o.workers == 64 ? UINT64_MAX :
+		(UINT64_C(1) << b->o.workers) - 1) : UINT64_C(1) << r;
 	reference(b, set, h.slot);
 	for (unsigned int i = 0; i < b->o.elems; i++) {
 		uint32_t got;
@@ -915,10 +945,10 @@ verify_round(struct dpb *b)
 			return -1;
 		}
 	}
-	if (results != b->per_set) {
+	if (results != (uint64_t)b->o.slots * per_round(b)) {
 		fprintf(stderr, "tally-bench dataplane: verify: %llu result "
 			"frames, expected %u\n", (unsigned long long)results,
-			b->per_set);
+			b->o.slots * per_round(b));
 		return -1;
 	}
 	return check_counters(b);
@@ -1071,8 +1101,8 @@ report_text(const struct dpb *b, const char *cpu)
 	print_row("floor", &ff);
 	printf("\ntally: results sent/s %s (%u per completed round), "
 		"completions/s %s\n",
-		sci(b1, sizeof(b1), rs * b->o.workers / ft.seconds),
-		b->o.workers, sci(b2, sizeof(b2), rs / ft.seconds));
+		sci(b1, sizeof(b1), rs * per_round(b) / ft.seconds),
+		per_round(b), sci(b2, sizeof(b2), rs / ft.seconds));
 	printf("floor: rx -> tx of the same frames, untouched (no parsing, "
 		"no checksums, no results)\n");
 	printf("ratio tally/floor: %.2fx\n", ratio);
@@ -1112,7 +1142,7 @@ report_json(const struct dpb *b, const char *cpu)
 	json_side("tally", &ft);
 	json_side("floor", &ff);
 	printf("\"results_per_s\":%.4e,\"completions_per_s\":%.4e,"
-		"\"ratio\":%.4f,", rs * b->o.workers / ft.seconds,
+		"\"ratio\":%.4f,", rs * per_round(b) / ft.seconds,
 		rs / ft.seconds, ratio);
 	printf("\"goal\":{\"ratio\":%.2f,\"met\":%s}}\n", GOAL_RATIO,
 		b->o.quick ? "null" : ratio <= GOAL_RATIO ? "true" : "false");
