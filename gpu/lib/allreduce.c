@@ -87,6 +87,26 @@ grow_fixp(struct tally_ctx *ctx, size_t n)
 	return 0;
 }
 
+/*
+ * The f32 round's codec, a chunk at a time while the window runs: the
+ * caller's floats (r->arg) to the fixed-point staging buffer (r->src)
+ * before a chunk goes out, and its exact sum back into the floats as soon
+ * as it is in. The exponent travels in r->scale_exp.
+ */
+static void
+fixp_encode_chunk(const struct tally_round *r, size_t off, size_t count)
+{
+	tally_fixp_encode((const float *)r->arg + off,
+		(int32_t *)r->src + off, count, r->scale_exp);
+}
+
+static void
+fixp_decode_chunk(const struct tally_round *r, size_t off, size_t count)
+{
+	tally_fixp_decode((const int32_t *)r->dst + off,
+		(float *)r->arg + off, count, r->scale_exp);
+}
+
 int
 tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n)
 {
@@ -112,15 +132,12 @@ tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n)
 	if (tally_fixp_exponent(global, ctx->world, &e) != 0)
 		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over "
 			"all ranks is %g: no fixed-point scale for it", global);
-	tally_fixp_encode(buf, ctx->fixp, n, e);
 	r = (struct tally_round){
 		.type = TALLY_PT_SUM, .enc = TALLY_ENC_I32,
 		.scale_exp = (int16_t)e,
 		.src = ctx->fixp, .dst = ctx->fixp, .n = n,
+		.encode = fixp_encode_chunk, .decode = fixp_decode_chunk,
+		.arg = buf,
 	};
-	rc = run(ctx, &r);
-	if (rc != 0)
-		return rc;
-	tally_fixp_decode(ctx->fixp, buf, n, e);
-	return 0;
+	return run(ctx, &r);
 }

@@ -74,6 +74,15 @@ struct tally_round {
 	const void *src;	/* n 4-byte elements to contribute */
 	void *dst;		/* n 4-byte results; may be src */
 	size_t n;		/* elements, 1 .. 2^32 - 1 */
+	/*
+	 * Optional codec steps a chunk at a time, so that they overlap the
+	 * network: encode fills src[off, off + count) just before the chunk
+	 * is first sent, decode reads dst[off, off + count) as soon as its
+	 * result is in. arg is theirs.
+	 */
+	void (*encode)(const struct tally_round *r, size_t off, size_t count);
+	void (*decode)(const struct tally_round *r, size_t off, size_t count);
+	void *arg;
 };
 
 /*

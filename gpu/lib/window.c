@@ -136,6 +136,8 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		.next_block = TALLY_NO_BLOCK,
 	};
 
+	if (run->r->encode != NULL)
+		run->r->encode(run->r, h.offset, h.count);
 	tally_hdr_encode(&h, slot->hdr);
 	slot->sent_ns = now;
 	slot->chunk = c;
@@ -313,6 +315,8 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	/* A result, first or RETX alike: the chunk is done. */
 	memcpy((uint8_t *)run->r->dst + (size_t)h.offset * 4,
 		buf + TALLY_HDR_LEN, (size_t)h.count * 4);
+	if (run->r->decode != NULL)
+		run->r->decode(run->r, h.offset, h.count);
 	slot = &ctx->slots[h.slot];
 	if (!(slot->hdr[4] & TALLY_F_RETX))
 		rtt_sample(ctx, now - slot->sent_ns);
