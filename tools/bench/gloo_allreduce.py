@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# gloo_allreduce.py: the PyTorch gloo baseline of tools/bench-allreduce.
+# One rank of torch.distributed.all_reduce (backend gloo, sum) of a
+# float32 tensor: one untimed warm-up, then --iters timed calls, each
+# after a barrier. An iteration's time is the longest of any rank's (the
+# ranks' times are gathered), as tally's row takes the slowest worker's.
+# Rank 0 checks a few elements of the result and prints one JSON object.
+#
+#   GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 gloo_allreduce.py \
+#       --master 10.77.0.12:29500 --rank R --world W --size BYTES --iters N
+#
+# Debian's python3-torch belongs to /usr/bin/python3, hence the #! line.
+import argparse
+import datetime
+import json
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def parse_size(s):
+    """'64M', '1G', '4096' (powers of 1024) to bytes."""
+    mul = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    s = s.strip().upper().removesuffix("IB").removesuffix("B")
+    if s and s[-1] in mul:
+        return int(s[:-1]) * mul[s[-1]]
+    return int(s)
+
+
+def fill(x, rank):
+    """Rank's tensor: small integers, so every sum is exact in f32."""
+    n = x.numel()
+    i = torch.arange(n, dtype=torch.int64)
+    x.copy_(((i * 7 + rank * 13) % 17 - 8).to(torch.float32))
+
+
+def expected(idx, world):
+    return float(sum((idx * 7 + r * 13) % 17 - 8 for r in range(world)))
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description="one rank of a gloo all_reduce benchmark")
+    ap.add_argument("--master", required=True, help="rank 0's IP:PORT")
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--size", default="64M", help="tensor bytes (K/M/G)")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds a collective may take before failing")
+    args = ap.parse_args()
+    size = parse_size(args.size)
+    if size < 4 or size % 4:
+        ap.error("--size must be a positive multiple of 4")
+    n = size // 4
+
+    # One compute thread: the ranks share a small machine, and the sum is
+    # not what is measured.
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://{args.master}", rank=args.rank,
+        world_size=args.world,
+        timeout=datetime.timedelta(seconds=args.timeout))
+
+    x = torch.empty(n, dtype=torch.float32)
+    fill(x, args.rank)
+    dist.barrier()
+    dist.all_reduce(x, op=dist.ReduceOp.SUM)  # warm-up: connections, buffers
+
+    secs = []
+    for _ in range(args.iters):
+        fill(x, args.rank)
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(x, op=dist.ReduceOp.SUM)
+        secs.append(time.perf_counter() - t0)
+
+    probes = [0, n // 3, n // 2, n - 1]
+    ok = all(float(x[i]) == expected(i, args.world) for i in probes)
+    mine = torch.tensor(secs + [0.0 if ok else 1.0], dtype=torch.float64)
+    dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+    tmax = mine[:-1].tolist()
+    ok = float(mine[-1]) == 0.0
+    if args.rank == 0:
+        print(json.dumps({
+            "system": "gloo", "world": args.world, "size": size,
+            "torch": torch.__version__,
+            "seconds": [round(t, 6) for t in tmax],
+            "best_s": round(min(tmax), 6),
+            "mean_s": round(sum(tmax) / len(tmax), 6),
+            "check": "ok" if ok else "FAIL"}), flush=True)
+    dist.destroy_process_group()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
