@@ -52,4 +52,35 @@ int bench_parse_uint(const char *name, const char *arg, unsigned long min,
 /* Writes s to f as a JSON string, quotes included. */
 void bench_json_string(FILE *f, const char *s);
 
+/* passes.c: a side's best and worst timed pass (best_ns 0: none yet). */
+struct bench_side {
+	uint64_t best_ns;
+	uint64_t worst_ns;
+};
+
+/* The figures of a side's best pass. */
+struct bench_figures {
+	double seconds;
+	double pkts_s;		/* packets (frames) a second */
+	double elems_s;		/* contributed elements a second */
+	double ns_pkt;
+	double spread;		/* worst pass over best, minus one */
+};
+
+void bench_side_add(struct bench_side *sd, uint64_t ns);
+/* Figures of sd for pkts packets of elems elements a pass. */
+struct bench_figures bench_figures_of(const struct bench_side *sd,
+	double pkts, unsigned int elems);
+/* v as 2.83e9, the notation of the goals; returns buf. */
+const char *bench_sci(char *buf, size_t len, double v);
+/* One row: name, packets/s, elements/s, ns/packet, spread. */
+void bench_print_row(const char *name, const struct bench_figures *f);
+/*
+ * Rounds that make pass(arg, rounds, &ns) last about target_ns, at most
+ * max_rounds: doubles from one until a pass is long enough to scale.
+ */
+int bench_calibrate(int (*pass)(void *arg, unsigned int rounds, uint64_t *ns),
+	void *arg, unsigned long max_rounds, uint64_t target_ns,
+	unsigned int *rounds);
+
 #endif /* TALLY_BENCH_BENCH_H */

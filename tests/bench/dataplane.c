@@ -90,12 +90,6 @@ struct dpb_opts {
 	int group;	/* results to a multicast group, one a round */
 };
 
-/* Best and worst pass of one side. */
-struct dpb_side {
-	uint64_t best_ns;
-	uint64_t worst_ns;
-};
-
 struct dpb {
 	struct dpb_opts o;
 	struct tally_dp dp;
@@ -112,8 +106,8 @@ struct dpb {
 	uint32_t *ref;			/* reference sum of one slot */
 	uint8_t *flat;			/* one result frame, flattened */
 	uint64_t *seen;			/* [slot]: members served */
-	struct dpb_side tally;
-	struct dpb_side bare;
+	struct bench_side tally;
+	struct bench_side bare;
 };
 
 /* Large (the lcore state is cache-aligned): not on the stack. */
@@ -954,34 +948,10 @@ verify_round(struct dpb *b)
 	return check_counters(b);
 }
 
-/* Rounds that make a tally pass last about PASS_TARGET_NS. */
 static int
-calibrate(struct dpb *b, unsigned int *rounds)
+tally_pass_cb(void *arg, unsigned int rounds, uint64_t *ns)
 {
-	unsigned int r = 1;
-	uint64_t ns;
-	double want;
-
-	for (;;) {
-		if (tally_pass(b, r, &ns) != 0)
-			return -1;
-		if (ns >= PASS_TARGET_NS / 8 || r >= MAX_ROUNDS / 2)
-			break;
-		r *= 2;
-	}
-	want = (double)r * PASS_TARGET_NS / (double)(ns > 0 ? ns : 1);
-	*rounds = want < 1 ? 1 : want > MAX_ROUNDS ? MAX_ROUNDS :
-		(unsigned int)want;
-	return 0;
-}
-
-static void
-side_add(struct dpb_side *sd, uint64_t ns)
-{
-	if (sd->best_ns == 0 || ns < sd->best_ns)
-		sd->best_ns = ns;
-	if (ns > sd->worst_ns)
-		sd->worst_ns = ns;
+	return tally_pass(arg, rounds, ns);
 }
 
 /* Verify, calibrate, alternate timed passes, verify again. */
@@ -992,66 +962,27 @@ dpb_run(struct dpb *b)
 
 	if (verify_round(b) != 0 || verify_round(b) != 0)
 		return -1;
-	if (b->o.rounds == 0 && calibrate(b, &b->o.rounds) != 0)
+	if (b->o.rounds == 0 && bench_calibrate(tally_pass_cb, b,
+			MAX_ROUNDS, PASS_TARGET_NS, &b->o.rounds) != 0)
 		return -1;
 	for (unsigned int p = 0; p < b->o.passes; p++) {
 		if (tally_pass(b, b->o.rounds, &ns) != 0)
 			return -1;
-		side_add(&b->tally, ns);
+		bench_side_add(&b->tally, ns);
 		if (floor_pass(b, b->o.rounds, &ns) != 0)
 			return -1;
-		side_add(&b->bare, ns);
+		bench_side_add(&b->bare, ns);
 	}
 	if (verify_round(b) != 0 || verify_round(b) != 0)
 		return -1;
 	return 0;
 }
 
-/* The figures of one side's best pass. */
-struct figures {
-	double seconds;
-	double frames_s;
-	double elems_s;
-	double ns_frame;
-	double spread;		/* worst pass over best, minus one */
-};
-
-static struct figures
-figures_of(const struct dpb *b, const struct dpb_side *sd)
+static struct bench_figures
+figures_of(const struct dpb *b, const struct bench_side *sd)
 {
-	double frames = (double)b->o.rounds * b->per_set;
-	struct figures f;
-
-	f.seconds = (double)sd->best_ns / 1e9;
-	f.frames_s = frames / f.seconds;
-	f.elems_s = f.frames_s * b->o.elems;
-	f.ns_frame = (double)sd->best_ns / frames;
-	f.spread = (double)sd->worst_ns / (double)sd->best_ns - 1.0;
-	return f;
-}
-
-/* v in the engine bench's notation: 2.83e9. */
-static const char *
-sci(char *buf, size_t len, double v)
-{
-	int x = 0;
-
-	while (v >= 10.0) {
-		v /= 10.0;
-		x++;
-	}
-	snprintf(buf, len, "%.2fe%d", v, x);
-	return buf;
-}
-
-static void
-print_row(const char *name, const struct figures *f)
-{
-	char a[32], c[32];
-
-	printf("%-6s %12s %12s %10.1f %7.1f%%\n", name,
-		sci(a, sizeof(a), f->frames_s), sci(c, sizeof(c), f->elems_s),
-		f->ns_frame, f->spread * 100.0);
+	return bench_figures_of(sd, (double)b->o.rounds * b->per_set,
+		b->o.elems);
 }
 
 /* The port's driver ("net_ring"). */
@@ -1069,8 +1000,8 @@ driver_name(const struct dpb *b)
 static void
 report_text(const struct dpb *b, const char *cpu)
 {
-	struct figures ft = figures_of(b, &b->tally);
-	struct figures ff = figures_of(b, &b->bare);
+	struct bench_figures ft = figures_of(b, &b->tally);
+	struct bench_figures ff = figures_of(b, &b->bare);
 	double ratio = ft.seconds / ff.seconds;
 	double rs = (double)b->o.rounds * b->o.slots;
 	char b1[32], b2[32];
@@ -1097,12 +1028,12 @@ report_text(const struct dpb *b, const char *cpu)
 	printf("%-6s %12s %12s %10s %8s   (per lcore: lcore %u)\n", "side",
 		"frames/s", "elements/s", "ns/frame", "spread",
 		b->lc->lcore_id);
-	print_row("tally", &ft);
-	print_row("floor", &ff);
+	bench_print_row("tally", &ft);
+	bench_print_row("floor", &ff);
 	printf("\ntally: results sent/s %s (%u per completed round), "
 		"completions/s %s\n",
-		sci(b1, sizeof(b1), rs * per_round(b) / ft.seconds),
-		per_round(b), sci(b2, sizeof(b2), rs / ft.seconds));
+		bench_sci(b1, sizeof(b1), rs * per_round(b) / ft.seconds),
+		per_round(b), bench_sci(b2, sizeof(b2), rs / ft.seconds));
 	printf("floor: rx -> tx of the same frames, untouched (no parsing, "
 		"no checksums, no results)\n");
 	printf("ratio tally/floor: %.2fx\n", ratio);
@@ -1112,19 +1043,19 @@ report_text(const struct dpb *b, const char *cpu)
 }
 
 static void
-json_side(const char *name, const struct figures *f)
+json_side(const char *name, const struct bench_figures *f)
 {
 	printf("\"%s\":{\"seconds\":%.6f,\"frames_per_s\":%.4e,"
 		"\"elements_per_s\":%.4e,\"ns_per_frame\":%.3f,"
-		"\"spread\":%.4f},", name, f->seconds, f->frames_s, f->elems_s,
-		f->ns_frame, f->spread);
+		"\"spread\":%.4f},", name, f->seconds, f->pkts_s, f->elems_s,
+		f->ns_pkt, f->spread);
 }
 
 static void
 report_json(const struct dpb *b, const char *cpu)
 {
-	struct figures ft = figures_of(b, &b->tally);
-	struct figures ff = figures_of(b, &b->bare);
+	struct bench_figures ft = figures_of(b, &b->tally);
+	struct bench_figures ff = figures_of(b, &b->bare);
 	double ratio = ft.seconds / ff.seconds;
 	double rs = (double)b->o.rounds * b->o.slots;
 

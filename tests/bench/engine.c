@@ -53,12 +53,6 @@ struct engine_opts {
 	int quick;
 };
 
-/* Best and worst pass of one side. */
-struct engine_side {
-	uint64_t best_ns;
-	uint64_t worst_ns;
-};
-
 struct engine {
 	struct engine_opts o;
 	struct tally_job *job;
@@ -70,8 +64,8 @@ struct engine {
 	uint64_t agg_round;	/* rounds fed to the engine: next set */
 	uint32_t *ref;		/* reference result of one slot */
 	struct tally_agg_stats st;
-	struct engine_side agg;
-	struct engine_side bare;
+	struct bench_side agg;
+	struct bench_side bare;
 };
 
 /* Where the floor's accumulator goes, so its reads cannot be dropped. */
@@ -590,34 +584,10 @@ floor_pass(struct engine *e, unsigned int rounds, uint64_t *ns)
 	return 0;
 }
 
-/* Rounds that make an aggregation pass last about PASS_TARGET_NS. */
 static int
-calibrate(struct engine *e, unsigned int *rounds)
+agg_pass_cb(void *arg, unsigned int rounds, uint64_t *ns)
 {
-	unsigned int r = 1;
-	uint64_t ns;
-	double want;
-
-	for (;;) {
-		if (agg_pass(e, r, &ns) != 0)
-			return -1;
-		if (ns >= PASS_TARGET_NS / 8 || r >= MAX_ROUNDS / 2)
-			break;
-		r *= 2;
-	}
-	want = (double)r * PASS_TARGET_NS / (double)(ns > 0 ? ns : 1);
-	*rounds = want < 1 ? 1 : want > MAX_ROUNDS ? MAX_ROUNDS :
-		(unsigned int)want;
-	return 0;
-}
-
-static void
-side_add(struct engine_side *sd, uint64_t ns)
-{
-	if (sd->best_ns == 0 || ns < sd->best_ns)
-		sd->best_ns = ns;
-	if (ns > sd->worst_ns)
-		sd->worst_ns = ns;
+	return agg_pass(arg, rounds, ns);
 }
 
 /* Alternating timed passes of both sides, each side's best kept. */
@@ -630,63 +600,23 @@ run_passes(struct engine *e)
 	for (p = 0; p < e->o.passes; p++) {
 		if (agg_pass(e, e->o.rounds, &ns) != 0)
 			return -1;
-		side_add(&e->agg, ns);
+		bench_side_add(&e->agg, ns);
 		if (floor_pass(e, e->o.rounds, &ns) != 0)
 			return -1;
-		side_add(&e->bare, ns);
+		bench_side_add(&e->bare, ns);
 	}
 	return 0;
 }
 
-/* The figures of one side's best pass. */
-struct figures {
-	double seconds;
-	double pkts_s;
-	double elems_s;
-	double ns_pkt;
-	double spread;		/* worst pass over best, minus one */
-};
-
-static struct figures
-figures_of(const struct engine *e, const struct engine_side *sd)
+static struct bench_figures
+figures_of(const struct engine *e, const struct bench_side *sd)
 {
-	double pkts = (double)e->o.rounds * e->o.slots * e->o.workers;
-	struct figures f;
-
-	f.seconds = (double)sd->best_ns / 1e9;
-	f.pkts_s = pkts / f.seconds;
-	f.elems_s = f.pkts_s * e->o.elems;
-	f.ns_pkt = (double)sd->best_ns / pkts;
-	f.spread = (double)sd->worst_ns / (double)sd->best_ns - 1.0;
-	return f;
-}
-
-/* v in the goal line's notation: 2.83e9. */
-static const char *
-sci(char *buf, size_t len, double v)
-{
-	int x = 0;
-
-	while (v >= 10.0) {
-		v /= 10.0;
-		x++;
-	}
-	snprintf(buf, len, "%.2fe%d", v, x);
-	return buf;
-}
-
-static void
-print_row(const char *name, const struct figures *f)
-{
-	char a[32], b[32];
-
-	printf("%-6s %12s %12s %10.1f %7.1f%%\n", name,
-		sci(a, sizeof(a), f->pkts_s), sci(b, sizeof(b), f->elems_s),
-		f->ns_pkt, f->spread * 100.0);
+	return bench_figures_of(sd, (double)e->o.rounds * e->o.slots *
+		e->o.workers, e->o.elems);
 }
 
 static int
-goal_met(const struct figures *agg, double ratio)
+goal_met(const struct bench_figures *agg, double ratio)
 {
 	return agg->elems_s >= GOAL_ELEMS_S && ratio <= GOAL_RATIO;
 }
@@ -694,8 +624,8 @@ goal_met(const struct figures *agg, double ratio)
 static void
 report_text(const struct engine *e, const char *cpu)
 {
-	struct figures fa = figures_of(e, &e->agg);
-	struct figures ff = figures_of(e, &e->bare);
+	struct bench_figures fa = figures_of(e, &e->agg);
+	struct bench_figures ff = figures_of(e, &e->bare);
 	double ratio = fa.seconds / ff.seconds;
 	char buf[32];
 
@@ -710,9 +640,9 @@ report_text(const struct engine *e, const char *cpu)
 		(double)e->o.slots * 2 * e->job->stride * 4 / 1024);
 	printf("%-6s %12s %12s %10s %8s\n", "side", "packets/s", "elements/s",
 		"ns/packet", "spread");
-	print_row("agg", &fa);
-	print_row("floor", &ff);
-	printf("\ncompletions/s: %s\n", sci(buf, sizeof(buf),
+	bench_print_row("agg", &fa);
+	bench_print_row("floor", &ff);
+	printf("\ncompletions/s: %s\n", bench_sci(buf, sizeof(buf),
 		(double)e->o.rounds * e->o.slots / fa.seconds));
 	printf("ratio agg/floor: %.2fx\n", ratio);
 	printf("goal: >= 2.8e9 elements/s per core, ratio <= 1.5x: %s\n",
@@ -721,7 +651,7 @@ report_text(const struct engine *e, const char *cpu)
 }
 
 static void
-json_side(const char *name, const struct figures *f)
+json_side(const char *name, const struct bench_figures *f)
 {
 	printf("\"%s\":{\"seconds\":%.6f,\"packets_per_s\":%.4e,"
 		"\"elements_per_s\":%.4e,\"ns_per_packet\":%.3f,"
@@ -732,8 +662,8 @@ json_side(const char *name, const struct figures *f)
 static void
 report_json(const struct engine *e, const char *cpu)
 {
-	struct figures fa = figures_of(e, &e->agg);
-	struct figures ff = figures_of(e, &e->bare);
+	struct bench_figures fa = figures_of(e, &e->agg);
+	struct bench_figures ff = figures_of(e, &e->bare);
 	double ratio = fa.seconds / ff.seconds;
 
 	printf("{\"bench\":\"engine\",\"machine\":{\"cpu\":");
@@ -760,7 +690,8 @@ engine_run(struct engine *e)
 {
 	if (verify_round(e) != 0 || verify_round(e) != 0)
 		return -1;
-	if (e->o.rounds == 0 && calibrate(e, &e->o.rounds) != 0)
+	if (e->o.rounds == 0 && bench_calibrate(agg_pass_cb, e, MAX_ROUNDS,
+			PASS_TARGET_NS, &e->o.rounds) != 0)
 		return -1;
 	if (run_passes(e) != 0)
 		return -1;
