@@ -120,6 +120,29 @@ worker() {
 	WPID=$!
 }
 
+# allreduce_all ID TOKEN N NAME [tally-bench options]: workers 0..N-1
+# (ranks alike) of job ID allreduce together; two TAP lines: every result
+# equals the reference, and all are bit-identical. Outputs: $WORK/NAME.r.
+allreduce_all() {
+	local id=$1 token=$2 n=$3 name=$4 pids="" r p rc=0 same=0 d0
+	shift 4
+	for r in $(seq 0 $((n - 1))); do
+		worker "$r" "$id" "$token" "$r" "$n" "$WORK/$name.$r" "$@"
+		pids="$pids $WPID"
+	done
+	for p in $pids; do
+		wait "$p" || rc=1
+	done
+	ok $rc "$name: every worker's result equals the reference"
+	[ $rc -eq 0 ] || sed 's/^/#   /' "$WORK/$name".*
+	d0=$(digest "$WORK/$name.0")
+	for r in $(seq 1 $((n - 1))); do
+		[ -n "$d0" ] && [ "$(digest "$WORK/$name.$r")" = "$d0" ] ||
+			same=1
+	done
+	ok $same "$name: results bit-identical on all workers ($d0)"
+}
+
 # digest FILE: the result digest a worker printed.
 digest() {
 	sed -n 's/^digest: fnv1a64 \([0-9a-f]\{16\}\)$/\1/p' "$1" | tail -1

@@ -12,24 +12,8 @@ dp_start
 ok $? "tally-dp starts"
 job_add 1 "$TOKEN" 0 1 2 3 >/dev/null
 ok $? "job added"
-pids=""
-for r in 0 1 2 3; do
-	worker "$r" 1 "$TOKEN" "$r" 4 "$WORK/w.$r" --type f32 --size 64M \
-		--iters 1 --seed 11 --timeout-ms 10000
-	pids="$pids $WPID"
-done
-rc=0
-for p in $pids; do
-	wait "$p" || rc=1
-done
-ok $rc "every worker's result equals the reference under 1% loss each way"
-[ $rc -eq 0 ] || sed 's/^/#   /' "$WORK"/w.*
-same=0
-d0=$(digest "$WORK/w.0")
-for r in 1 2 3; do
-	[ -n "$d0" ] && [ "$(digest "$WORK/w.$r")" = "$d0" ] || same=1
-done
-ok $same "results bit-identical ($d0)"
+allreduce_all 1 "$TOKEN" 4 loss1pct --type f32 --size 64M --iters 1 \
+	--seed 11 --timeout-ms 10000
 served=$(dp_counter retransmissions_served)
 dups=$(dp_counter duplicates)
 echo "# retransmissions served $served, duplicates $dups"
