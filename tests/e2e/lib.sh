@@ -67,13 +67,16 @@ dp_start() {
 	return 1
 }
 
-# dp_stop: SIGTERM, then wait; returns tally-dp's exit status.
+# dp_stop: SIGTERM, then wait, then removes its runtime directory;
+# returns tally-dp's exit status.
 dp_stop() {
 	local rc=0
 	[ -n "$DP_PID" ] || return 0
 	kill -TERM "$DP_PID" 2>/dev/null || true
 	wait "$DP_PID" || rc=$?
 	DP_PID=
+	# EAL leaves its runtime directory (telemetry socket) behind.
+	rm -rf "/var/run/dpdk/tally-e2e-$$"
 	return $rc
 }
 
