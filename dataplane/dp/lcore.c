@@ -9,6 +9,7 @@
  * except the idle back-off's sleep, which is off unless asked for.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <time.h>
 
 #include <rte_ethdev.h>
@@ -151,7 +152,8 @@ owner(const struct tally_dp *dp, struct tally_dp_lcore *lc,
 	uint16_t slot;
 
 	if (rx->len >= TALLY_HDR_LEN) {
-		slot = tally_ld_be16(rx->payload + 18);
+		slot = tally_ld_be16(rx->payload +
+			offsetof(struct tally_wire_hdr, slot));
 		if (slot % dp->nworkers != rx->queue) {
 			lc->st.misrouted++;
 			return -1;
