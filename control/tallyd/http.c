@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Placeholder until the metrics change lands. */
+extern int tallyd_http_placeholder_;
