@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Rendezvous messages to and from JSON. Strict both ways: the parser
+ * refuses any key the op does not have and any value out of range, and
+ * the formatter refuses to write what the parser would refuse.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include <jansson.h>
+
+#include "tally/proto.h"
+#include "rdv/msg.h"
+
+#define MAX_WORLD	TALLY_MAX_WORKERS
+#define MAX_WINDOW	32768
+
+struct op_keys {
+	const char *name;
+	const char *const keys[8];	/* besides "op" */
+};
+
+static const struct op_keys ops[] = {
+	[TALLY_RDV_JOIN] = { "join",
+		{ "v", "job", "token", "rank", "world", NULL } },
+	[TALLY_RDV_PARAMS] = { "params",
+		{ "errno", "dp_ip", "dp_port", "dp_nports", "job_id",
+		  "window", "max_elems", "narrow" } },
+	[TALLY_RDV_MEMBER] = { "member", { "ip", "port", NULL } },
+	[TALLY_RDV_READY] = { "ready",
+		{ "errno", "wire_token", "epoch", NULL } },
+	[TALLY_RDV_ERROR] = { "error", { "errno", "error", NULL } },
+};
+
+#define NOPS (sizeof(ops) / sizeof(ops[0]))
+
+static int
+fail(char *why, size_t wlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int
+fail(char *why, size_t wlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why != NULL && wlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(why, wlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EPROTO;
+}
+
+int
+tally_rdv_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= TALLY_RDV_NAME_MAX && strspn(s,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		"0123456789_.-") == n;
+}
+
+static int
+hex_ok(const char *s, size_t n)
+{
+	return strlen(s) == n && strspn(s, "0123456789abcdefABCDEF") == n;
+}
+
+int
+tally_rdv_token_ok(const char *s)
+{
+	return hex_ok(s, TALLY_RDV_TOKEN_HEX);
+}
+
+size_t
+tally_rdv_frame_len(const uint8_t p[4])
+{
+	uint32_t n = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+		(uint32_t)p[2] << 8 | p[3];
+
+	return n >= 1 && n <= TALLY_RDV_MAX_MSG ? n : 0;
+}
+
+/* Integer key k of o in lo..hi into *v. */
+static int
+get_uint(json_t *o, const char *k, unsigned long lo, unsigned long hi,
+	unsigned long *v, char *why, size_t wlen)
+{
+	json_t *x = json_object_get(o, k);
+
+	if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+			(unsigned long long)json_integer_value(x) < lo ||
+			(unsigned long long)json_integer_value(x) > hi)
+		return fail(why, wlen, "'%s' must be an integer in %lu..%lu",
+			k, lo, hi);
+	*v = (unsigned long)json_integer_value(x);
+	return 0;
+}
+
+/* Dotted-quad key k of o into *ip (host order); unicast unless mcast. */
+static int
+get_ip(json_t *o, const char *k, int mcast, uint32_t *ip, char *why,
+	size_t wlen)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	struct in_addr a;
+	uint32_t h;
+
+	if (s == NULL || inet_pton(AF_INET, s, &a) != 1)
+		return fail(why, wlen, "'%s' must be an IPv4 address", k);
+	h = ntohl(a.s_addr);
+	if (mcast ? !IN_MULTICAST(h) : (h == 0 || IN_MULTICAST(h) ||
+			h == INADDR_BROADCAST))
+		return fail(why, wlen, "'%s' must be a %s address", k,
+			mcast ? "multicast" : "unicast");
+	*ip = h;
+	return 0;
+}
+
+/* "IP:PORT" of a multicast group. */
+static int
+parse_group(const char *s, uint32_t *ip, uint16_t *port)
+{
+	char buf[32], *colon, *end;
+	struct in_addr a;
+	unsigned long p;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	colon = strchr(buf, ':');
+	if (colon == NULL)
+		return -EINVAL;
+	*colon = '\0';
+	if (inet_pton(AF_INET, buf, &a) != 1 ||
+			!IN_MULTICAST(ntohl(a.s_addr)))
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || end == colon + 1 || *end != '\0' || p < 1 ||
+			p > 65535 || colon[1] == '+' || colon[1] == '-')
+		return -EINVAL;
+	*ip = ntohl(a.s_addr);
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static int
+check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(o, k, v) {
+		unsigned int i;
+
+		if (strcmp(k, "op") == 0 || (op == TALLY_RDV_PARAMS &&
+				strcmp(k, "group") == 0))
+			continue;
+		for (i = 0; i < 8 && ops[op].keys[i] != NULL; i++)
+			if (strcmp(k, ops[op].keys[i]) == 0)
+				break;
+		if (i == 8 || ops[op].keys[i] == NULL)
+			return fail(why, wlen, "unknown key '%s' in a '%s' "
+				"message", k, ops[op].name);
+	}
+	return 0;
+}
+
+static int
+parse_join(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	const char *job = json_string_value(json_object_get(o, "job"));
+	const char *tok = json_string_value(json_object_get(o, "token"));
+	unsigned long v, rank, world;
+
+	if (get_uint(o, "v", 0, 255, &v, why, wlen))
+		return -EPROTO;
+	if (v != TALLY_RDV_VERSION)
+		return fail(why, wlen, "rendezvous version %lu; this tallyd "
+			"speaks %d", v, TALLY_RDV_VERSION);
+	if (job == NULL || !tally_rdv_name_ok(job))
+		return fail(why, wlen, "'job' must be 1-%d of "
+			"[A-Za-z0-9_.-]", TALLY_RDV_NAME_MAX);
+	if (tok == NULL || !tally_rdv_token_ok(tok))
+		return fail(why, wlen, "'token' must be %d hex digits",
+			TALLY_RDV_TOKEN_HEX);
+	if (get_uint(o, "rank", 0, MAX_WORLD - 1, &rank, why, wlen) ||
+			get_uint(o, "world", 1, MAX_WORLD, &world, why, wlen))
+		return -EPROTO;
+	strcpy(m->job, job);
+	strcpy(m->token, tok);
+	m->rank = (unsigned int)rank;
+	m->world = (unsigned int)world;
+	return 0;
+}
+
+static int
+parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	unsigned long e, port, nports, id, window, elems;
+	json_t *narrow = json_object_get(o, "narrow");
+	json_t *group = json_object_get(o, "group");
+
+	if (get_uint(o, "errno", 0, 0, &e, why, wlen) ||
+			get_ip(o, "dp_ip", 0, &m->dp_ip, why, wlen) ||
+			get_uint(o, "dp_port", 1, 65535, &port, why, wlen) ||
+			get_uint(o, "dp_nports", 1, 65535, &nports, why,
+				wlen) ||
+			get_uint(o, "job_id", 0, 65535, &id, why, wlen) ||
+			get_uint(o, "window", 1, MAX_WINDOW, &window, why,
+				wlen) ||
+			get_uint(o, "max_elems", 1, TALLY_MAX_ELEMS, &elems,
+				why, wlen))
+		return -EPROTO;
+	if (port + nports - 1 > 65535)
+		return fail(why, wlen, "'dp_port' + 'dp_nports' passes 65535");
+	if (!json_is_boolean(narrow))
+		return fail(why, wlen, "'narrow' must be true or false");
+	if (group != NULL && (!json_is_string(group) || parse_group(
+			json_string_value(group), &m->group_ip,
+			&m->group_port) != 0))
+		return fail(why, wlen, "'group' must be \"IP:PORT\" of an "
+			"IPv4 multicast group");
+	m->dp_port = (uint16_t)port;
+	m->dp_nports = (uint16_t)nports;
+	m->job_id = (uint16_t)id;
+	m->window = (uint16_t)window;
+	m->max_elems = (uint16_t)elems;
+	m->narrow = json_is_true(narrow);
+	return 0;
+}
+
+static int
+parse_member(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	unsigned long port;
+
+	if (get_ip(o, "ip", 0, &m->ip, why, wlen) ||
+			get_uint(o, "port", 1, 65535, &port, why, wlen))
+		return -EPROTO;
+	m->port = (uint16_t)port;
+	return 0;
+}
+
+static int
+parse_ready(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	const char *tok = json_string_value(json_object_get(o, "wire_token"));
+	unsigned long e, epoch;
+
+	if (get_uint(o, "errno", 0, 0, &e, why, wlen) ||
+			get_uint(o, "epoch", 0, UINT32_MAX, &epoch, why, wlen))
+		return -EPROTO;
+	if (tok == NULL || !hex_ok(tok, 16))
+		return fail(why, wlen, "'wire_token' must be 16 hex digits");
+	m->wire_token = strtoull(tok, NULL, 16);
+	m->epoch = (uint32_t)epoch;
+	return 0;
+}
+
+static int
+parse_error(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	const char *s = json_string_value(json_object_get(o, "error"));
+	unsigned long e;
+
+	if (get_uint(o, "errno", 1, 4095, &e, why, wlen))
+		return -EPROTO;
+	if (s == NULL || strlen(s) > TALLY_RDV_ERROR_MAX)
+		return fail(why, wlen, "'error' must be a string of at most "
+			"%d bytes", TALLY_RDV_ERROR_MAX);
+	m->err = (int)e;
+	strcpy(m->error, s);
+	return 0;
+}
+
+int
+tally_rdv_parse(const void *buf, size_t len, struct tally_rdv_msg *m,
+	char *why, size_t wlen)
+{
+	json_error_t jerr;
+	const char *op;
+	json_t *o;
+	int ret;
+	size_t i;
+
+	memset(m, 0, sizeof(*m));
+	if (len == 0 || len > TALLY_RDV_MAX_MSG)
+		return fail(why, wlen, "a message is 1-%d bytes",
+			TALLY_RDV_MAX_MSG);
+	o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (o == NULL)
+		return fail(why, wlen, "invalid JSON: %s", jerr.text);
+	if (!json_is_object(o) || (op = json_string_value(json_object_get(o,
+			"op"))) == NULL) {
+		json_decref(o);
+		return fail(why, wlen, "a message is an object with a string "
+			"'op'");
+	}
+	for (i = 1; i < NOPS; i++)
+		if (strcmp(op, ops[i].name) == 0)
+			break;
+	if (i == NOPS) {
+		json_decref(o);
+		return fail(why, wlen, "unknown op '%.32s'", op);
+	}
+	m->op = (enum tally_rdv_op)i;
+	ret = check_keys(o, m->op, why, wlen);
+	if (ret == 0) {
+		switch (m->op) {
+		case TALLY_RDV_JOIN:
+			ret = parse_join(o, m, why, wlen);
+			break;
+		case TALLY_RDV_PARAMS:
+			ret = parse_params(o, m, why, wlen);
+			break;
+		case TALLY_RDV_MEMBER:
+			ret = parse_member(o, m, why, wlen);
+			break;
+		case TALLY_RDV_READY:
+			ret = parse_ready(o, m, why, wlen);
+			break;
+		case TALLY_RDV_ERROR:
+			ret = parse_error(o, m, why, wlen);
+			break;
+		}
+	}
+	json_decref(o);
+	return ret;
+}
+
+static json_t *
+ip_json(uint32_t ip)
+{
+	struct in_addr a = { .s_addr = htonl(ip) };
+	char s[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &a, s, sizeof(s));
+	return json_string(s);
+}
+
+static json_t *
+build(const struct tally_rdv_msg *m)
+{
+	char s[64];
+	json_t *o;
+
+	switch (m->op) {
+	case TALLY_RDV_JOIN:
+		if (!tally_rdv_name_ok(m->job) || !tally_rdv_token_ok(m->token)
+				|| m->world < 1 || m->world > MAX_WORLD ||
+				m->rank >= MAX_WORLD)
+			return NULL;
+		return json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "op",
+			"join", "v", TALLY_RDV_VERSION, "job", m->job, "token",
+			m->token, "rank", m->rank, "world", m->world);
+	case TALLY_RDV_PARAMS:
+		if (m->dp_port == 0 || m->dp_nports == 0 ||
+				m->dp_port + m->dp_nports - 1 > 65535 ||
+				m->window == 0 || m->window > MAX_WINDOW ||
+				m->max_elems == 0 ||
+				m->max_elems > TALLY_MAX_ELEMS)
+			return NULL;
+		o = json_pack("{s:s, s:i, s:o, s:i, s:i, s:i, s:i, s:i, s:b}",
+			"op", "params", "errno", 0, "dp_ip", ip_json(m->dp_ip),
+			"dp_port", m->dp_port, "dp_nports", m->dp_nports,
+			"job_id", m->job_id, "window", m->window, "max_elems",
+			m->max_elems, "narrow", m->narrow);
+		if (o != NULL && m->group_ip != 0) {
+			struct in_addr a = { .s_addr = htonl(m->group_ip) };
+			char ip[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &a, ip, sizeof(ip));
+			snprintf(s, sizeof(s), "%s:%u", ip, m->group_port);
+			json_object_set_new(o, "group", json_string(s));
+		}
+		return o;
+	case TALLY_RDV_MEMBER:
+		if (m->port == 0)
+			return NULL;
+		return json_pack("{s:s, s:o, s:i}", "op", "member", "ip",
+			ip_json(m->ip), "port", m->port);
+	case TALLY_RDV_READY:
+		snprintf(s, sizeof(s), "%016llx",
+			(unsigned long long)m->wire_token);
+		return json_pack("{s:s, s:i, s:s, s:I}", "op", "ready", "errno",
+			0, "wire_token", s, "epoch", (json_int_t)m->epoch);
+	case TALLY_RDV_ERROR:
+		if (m->err < 1 || m->err > 4095 ||
+				strlen(m->error) > TALLY_RDV_ERROR_MAX)
+			return NULL;
+		return json_pack("{s:s, s:i, s:s}", "op", "error", "errno",
+			m->err, "error", m->error);
+	}
+	return NULL;
+}
+
+int
+tally_rdv_format(const struct tally_rdv_msg *m, void *buf, size_t cap)
+{
+	json_t *o = build(m);
+	uint8_t *out = buf;
+	size_t n;
+
+	if (o == NULL)
+		return -EINVAL;
+	n = json_dumpb(o, NULL, 0, JSON_COMPACT);
+	if (n == 0) {
+		json_decref(o);
+		return -ENOMEM;
+	}
+	if (n > TALLY_RDV_MAX_MSG || n + 4 > cap) {
+		json_decref(o);
+		return -EMSGSIZE;
+	}
+	json_dumpb(o, (char *)out + 4, n, JSON_COMPACT);
+	json_decref(o);
+	out[0] = (uint8_t)(n >> 24);
+	out[1] = (uint8_t)(n >> 16);
+	out[2] = (uint8_t)(n >> 8);
+	out[3] = (uint8_t)n;
+	return (int)(n + 4);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Rendezvous messages (docs/control.md, "Rendezvous protocol"): what a
+ * worker and tallyd say to each other over TCP while the worker joins a
+ * job. Each message travels as a 4-byte big-endian length and that many
+ * bytes of one JSON object. These functions turn the JSON into a struct
+ * and back; they do no I/O, so tallyd, libtally and the fuzzer share them.
+ */
+#ifndef TALLY_RDV_MSG_H
+#define TALLY_RDV_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TALLY_RDV_VERSION	1
+#define TALLY_RDV_MAX_MSG	4096	/* bytes of JSON a message */
+#define TALLY_RDV_NAME_MAX	63	/* characters of a job name */
+#define TALLY_RDV_TOKEN_HEX	64	/* a job token: 32 bytes as hex */
+#define TALLY_RDV_ERROR_MAX	255
+
+enum tally_rdv_op {
+	TALLY_RDV_JOIN = 1,	/* worker: job, token, rank, world */
+	TALLY_RDV_PARAMS,	/* tallyd: the dataplane and the job's limits */
+	TALLY_RDV_MEMBER,	/* worker: its UDP source address */
+	TALLY_RDV_READY,	/* tallyd: the membership is complete */
+	TALLY_RDV_ERROR,	/* tallyd: errno and a sentence; then closes */
+};
+
+/*
+ * One message; which fields mean something depends on op. Addresses and
+ * ports are in host order here and dotted quads / numbers in the JSON.
+ */
+struct tally_rdv_msg {
+	enum tally_rdv_op op;
+
+	/* JOIN */
+	char job[TALLY_RDV_NAME_MAX + 1];
+	char token[TALLY_RDV_TOKEN_HEX + 1];
+	unsigned int rank;
+	unsigned int world;
+
+	/* PARAMS */
+	uint32_t dp_ip;
+	uint16_t dp_port;
+	uint16_t dp_nports;
+	uint16_t job_id;
+	uint16_t window;
+	uint16_t max_elems;
+	uint8_t narrow;
+	uint32_t group_ip;	/* 0: results come unicast */
+	uint16_t group_port;
+
+	/* MEMBER */
+	uint32_t ip;
+	uint16_t port;
+
+	/* READY */
+	uint64_t wire_token;
+	uint32_t epoch;
+
+	/* ERROR */
+	int err;		/* a positive errno */
+	char error[TALLY_RDV_ERROR_MAX + 1];
+};
+
+/*
+ * Parses len bytes of JSON (one message body, without its length prefix)
+ * into *m. Borrows buf. Every key of the op must be there with the right
+ * type and range, and no other key. Returns 0, or -EPROTO with a sentence
+ * in why (wlen bytes, NUL-terminated; why may be NULL).
+ */
+int tally_rdv_parse(const void *buf, size_t len, struct tally_rdv_msg *m,
+	char *why, size_t wlen);
+
+/*
+ * Writes m as one framed message (length prefix and JSON) to buf, cap
+ * bytes. Returns the bytes written, or -EINVAL (a field out of range: the
+ * parser would refuse it), -EMSGSIZE (more than cap or TALLY_RDV_MAX_MSG),
+ * -ENOMEM.
+ */
+int tally_rdv_format(const struct tally_rdv_msg *m, void *buf, size_t cap);
+
+/* The body length a 4-byte prefix announces; 0 when out of 1..MAX_MSG. */
+size_t tally_rdv_frame_len(const uint8_t prefix[4]);
+
+/* 1 if s is a valid job name (1..63 of [A-Za-z0-9_.-]), else 0. */
+int tally_rdv_name_ok(const char *s);
+
+/* 1 if s is exactly TALLY_RDV_TOKEN_HEX hex digits, else 0. */
+int tally_rdv_token_ok(const char *s);
+
+#endif /* TALLY_RDV_MSG_H */

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tallyd's configuration file: "key = value" lines, '#' comments. Every
+ * key is in the table below with its parser; docs/control.md lists them
+ * for operators.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "tallyd.h"
+
+enum kind { K_STR, K_PATH, K_ADDR, K_ADDR_OFF, K_IP, K_UINT };
+
+struct key {
+	const char *name;
+	enum kind kind;
+	size_t off;
+	size_t size;		/* strings: buffer size */
+	unsigned long lo, hi;	/* numbers */
+};
+
+#define STR(n, k) { #n, k, offsetof(struct tallyd_conf, n), \
+	sizeof(((struct tallyd_conf *)0)->n), 0, 0 }
+#define NUM(n, lo, hi) { #n, K_UINT, offsetof(struct tallyd_conf, n), \
+	sizeof(unsigned int), lo, hi }
+
+static const struct key keys[] = {
+	STR(control_socket, K_PATH),
+	STR(control_group, K_STR),
+	STR(rendezvous, K_ADDR),
+	STR(metrics, K_ADDR_OFF),
+	STR(state_file, K_PATH),
+	STR(dp_admin, K_PATH),
+	STR(dp_address, K_IP),
+	NUM(dp_poll_ms, 10, 60000),
+	NUM(join_timeout_s, 1, 86400),
+	NUM(idle_timeout_s, 0, 365u * 86400),
+	NUM(drain_timeout_ms, 0, 600000),
+	NUM(max_jobs, 1, 4096),
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+void
+tallyd_conf_defaults(struct tallyd_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->control_socket, "/run/tally/tallyd.sock");
+	strcpy(c->rendezvous, "0.0.0.0:7470");
+	strcpy(c->metrics, "127.0.0.1:9470");
+	strcpy(c->state_file, "/var/lib/tally/state.json");
+	strcpy(c->dp_admin, "/run/tally/dp.sock");
+	c->dp_poll_ms = 500;
+	c->join_timeout_s = 60;
+	c->idle_timeout_s = 0;
+	c->drain_timeout_ms = 2000;
+	c->max_jobs = 64;
+}
+
+static int
+bad(char *why, size_t wlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int
+bad(char *why, size_t wlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, wlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* "IP:PORT" with a dotted-quad IPv4 address and a port 0..65535. */
+static int
+addr_ok(const char *v)
+{
+	char ip[INET_ADDRSTRLEN + 1], *end;
+	const char *colon = strrchr(v, ':');
+	struct in_addr a;
+	unsigned long p;
+
+	if (colon == NULL || (size_t)(colon - v) >= sizeof(ip) ||
+			colon[1] == '\0' || colon[1] == '-' || colon[1] == '+')
+		return 0;
+	memcpy(ip, v, (size_t)(colon - v));
+	ip[colon - v] = '\0';
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	return inet_pton(AF_INET, ip, &a) == 1 && errno == 0 &&
+		*end == '\0' && p <= 65535;
+}
+
+static int
+set_value(struct tallyd_conf *c, const struct key *k, const char *v,
+	char *why, size_t wlen)
+{
+	char *dst = (char *)c + k->off;
+	struct in_addr a;
+
+	switch (k->kind) {
+	case K_UINT: {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(v, &end, 10);
+		if (*v == '\0' || *v == '-' || *v == '+' || *end != '\0' ||
+				errno != 0 || n < k->lo || n > k->hi)
+			return bad(why, wlen, "'%s' must be an integer in "
+				"%lu..%lu", k->name, k->lo, k->hi);
+		*(unsigned int *)(void *)dst = (unsigned int)n;
+		return 0;
+	}
+	case K_ADDR:
+		if (!addr_ok(v))
+			return bad(why, wlen, "'%s' must be IPv4:PORT",
+				k->name);
+		break;
+	case K_ADDR_OFF:
+		if (strcmp(v, "off") != 0 && !addr_ok(v))
+			return bad(why, wlen, "'%s' must be IPv4:PORT or off",
+				k->name);
+		break;
+	case K_IP:
+		if (*v != '\0' && inet_pton(AF_INET, v, &a) != 1)
+			return bad(why, wlen, "'%s' must be an IPv4 address",
+				k->name);
+		break;
+	case K_PATH:
+		if (*v == '\0')
+			return bad(why, wlen, "'%s' must be a path", k->name);
+		break;
+	case K_STR:
+		break;
+	}
+	if (strlen(v) >= k->size)
+		return bad(why, wlen, "'%s' is longer than %zu bytes", k->name,
+			k->size - 1);
+	strcpy(dst, v);
+	return 0;
+}
+
+int
+tallyd_conf_line(struct tallyd_conf *c, const char *line, uint64_t *seen,
+	char *why, size_t wlen)
+{
+	char buf[512], *p, *eq, *key, *val, *e;
+	size_t i;
+
+	if (strlen(line) >= sizeof(buf))
+		return bad(why, wlen, "line longer than %zu bytes",
+			sizeof(buf) - 1);
+	strcpy(buf, line);
+	if ((p = strchr(buf, '#')) != NULL)
+		*p = '\0';
+	for (key = buf; *key == ' ' || *key == '\t'; key++)
+		;
+	for (e = key + strlen(key); e > key && strchr(" \t\r\n", e[-1]); e--)
+		;
+	*e = '\0';
+	if (*key == '\0')
+		return 0;
+	eq = strchr(key, '=');
+	if (eq == NULL)
+		return bad(why, wlen, "expected 'key = value'");
+	for (val = eq + 1; *val == ' ' || *val == '\t'; val++)
+		;
+	for (e = eq; e > key && (e[-1] == ' ' || e[-1] == '\t'); e--)
+		;
+	*e = '\0';
+	for (i = 0; i < NKEYS; i++)
+		if (strcmp(key, keys[i].name) == 0)
+			break;
+	if (i == NKEYS)
+		return bad(why, wlen, "unknown key '%.64s'", key);
+	if (*seen & (1ull << i))
+		return bad(why, wlen, "'%s' given twice", key);
+	*seen |= 1ull << i;
+	return set_value(c, &keys[i], val, why, wlen);
+}
+
+int
+tallyd_conf_load(struct tallyd_conf *c, const char *path, uint64_t *seen,
+	char *why, size_t wlen)
+{
+	char line[1024], r[256];
+	unsigned int n = 0;
+	FILE *f = fopen(path, "r");
+	int ret = 0;
+
+	if (f == NULL) {
+		int err = errno;
+
+		snprintf(why, wlen, "%s: %s", path, strerror(err));
+		return -err;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		n++;
+		if (strchr(line, '\n') == NULL && !feof(f)) {
+			snprintf(why, wlen, "%s:%u: line too long", path, n);
+			ret = -EINVAL;
+			break;
+		}
+		if ((ret = tallyd_conf_line(c, line, seen, r, sizeof(r))) != 0) {
+			snprintf(why, wlen, "%s:%u: %s", path, n, r);
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+void
+tallyd_conf_dump(const struct tallyd_conf *c, FILE *f)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		const char *p = (const char *)c + keys[i].off;
+
+		if (keys[i].kind == K_UINT)
+			fprintf(f, "%s = %u\n", keys[i].name,
+				*(const unsigned int *)(const void *)p);
+		else
+			fprintf(f, "%s = %s\n", keys[i].name, p);
+	}
+}

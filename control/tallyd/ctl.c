@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The control socket tallyctl talks to: Unix SOCK_SEQPACKET, mode 0660
+ * (group from control_group), one JSON request per message and one reply
+ * each. job_delete's reply waits until the job has drained.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "tally_config.h"
+#include "tallyd.h"
+#include "ctl_parse.h"
+
+#define MAX_CLIENTS	64
+#define MAX_REQ		8192
+
+struct tallyd_ctl_client {
+	int fd;
+	struct tallyd_ctl_client *next;
+};
+
+int
+tallyd_ctl_listen(struct tallyd *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = d->conf.control_socket;
+	struct stat st;
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return -EEXIST;
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		goto fail;
+	if (d->conf.control_group[0] != '\0') {
+		struct group *g = getgrnam(d->conf.control_group);
+
+		if (g == NULL) {
+			tallyd_log("control_group '%s': no such group",
+				d->conf.control_group);
+			errno = EINVAL;
+			goto fail_unlink;
+		}
+		if (chown(path, (uid_t)-1, g->gr_gid) != 0)
+			goto fail_unlink;
+	}
+	if (chmod(path, 0660) != 0 || listen(fd, 16) != 0)
+		goto fail_unlink;
+	d->ctl_fd = fd;
+	return 0;
+fail_unlink:
+	err = errno;
+	unlink(path);
+	errno = err;
+fail:
+	err = errno;
+	close(fd);
+	return -err;
+}
+
+static void
+client_free(struct tallyd *d, struct tallyd_ctl_client *c)
+{
+	struct tallyd_ctl_client **pp;
+	struct tallyd_job *j;
+
+	for (j = d->jobs; j != NULL; j = j->next)
+		if (j->drain_waiter == c)
+			j->drain_waiter = NULL;
+	for (pp = &d->ctl_clients; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	close(c->fd);
+	free(c);
+}
+
+void
+tallyd_ctl_close_all(struct tallyd *d)
+{
+	while (d->ctl_clients != NULL)
+		client_free(d, d->ctl_clients);
+	if (d->ctl_fd >= 0) {
+		close(d->ctl_fd);
+		unlink(d->conf.control_socket);
+	}
+	d->ctl_fd = -1;
+}
+
+void
+tallyd_ctl_accept(struct tallyd *d)
+{
+	struct tallyd_ctl_client *c, *x;
+	unsigned int n = 0;
+	int fd;
+
+	fd = accept4(d->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (x = d->ctl_clients; x != NULL; x = x->next)
+		n++;
+	if (n >= MAX_CLIENTS || (c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->next = d->ctl_clients;
+	d->ctl_clients = c;
+}
+
+unsigned int
+tallyd_ctl_pollfds(struct tallyd *d, struct pollfd *p, unsigned int max)
+{
+	struct tallyd_ctl_client *c;
+	unsigned int n = 0;
+
+	for (c = d->ctl_clients; c != NULL && n < max; c = c->next)
+		p[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+	return n;
+}
+
+void
+tallyd_ctl_reply(struct tallyd *d, struct tallyd_ctl_client *c, json_t *r)
+{
+	char *text;
+
+	if (r == NULL)
+		r = json_pack("{s:i, s:s}", "errno", ENOMEM, "error",
+			"out of memory");
+	if (json_integer_value(json_object_get(r, "errno")) != 0)
+		d->st.ctl_errors++;
+	text = json_dumps(r, JSON_COMPACT);
+	json_decref(r);
+	if (text != NULL && c != NULL)
+		send(c->fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
+	free(text);
+}
+
+static json_t *
+err_reply(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static json_t *
+err_reply(int err, const char *fmt, ...)
+{
+	char buf[320];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:i, s:s}", "errno", err, "error", buf);
+}
+
+static json_t *
+do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
+{
+	struct tallyd_job t = { 0 }, *j;
+	char token[TALLY_RDV_TOKEN_HEX + 1];
+	json_t *o;
+
+	strcpy(t.name, r->name);
+	t.world = (uint8_t)r->world;
+	t.window = (uint16_t)r->window;
+	t.max_elems = (uint16_t)r->max_elems;
+	t.narrow = r->narrow;
+	t.group_ip = r->group_ip;
+	t.group_port = r->group_port;
+	t.idle_timeout_s = r->has_idle_timeout ? r->idle_timeout_s :
+		d->conf.idle_timeout_s;
+	j = tallyd_job_create(d, &t, token);
+	if (j == NULL && errno == EEXIST)
+		return err_reply(EEXIST, "job '%s' exists", r->name);
+	if (j == NULL && errno == ENOSPC)
+		return err_reply(ENOSPC, "%u jobs is the maximum (max_jobs)",
+			d->conf.max_jobs);
+	if (j == NULL)
+		return err_reply(errno, "cannot create job '%s': %s", r->name,
+			strerror(errno));
+	d->state_dirty = true;
+	tallyd_log("job '%s' (id %u, world %u) created", j->name, j->id,
+		j->world);
+	o = json_pack("{s:i, s:o, s:s}", "errno", 0, "job",
+		tallyd_job_json(j, true), "token", token);
+	sodium_memzero(token, sizeof(token));
+	return o;
+}
+
+static json_t *
+do_list_commands(void)
+{
+	json_t *o = json_object();
+
+	for (int c = 0; c < TALLYD_CTL_MAX_; c++)
+		json_object_set_new(o, tallyd_ctl_cmd_name(c),
+			json_string(tallyd_ctl_cmd_usage(c)));
+	return json_pack("{s:i, s:o}", "errno", 0, "commands", o);
+}
+
+/* Answers one request; NULL when the reply comes later (job_delete). */
+static json_t *
+handle(struct tallyd *d, struct tallyd_ctl_client *c, const char *buf,
+	size_t len)
+{
+	struct tallyd_ctl_req r;
+	struct tallyd_job *j;
+	char why[200];
+	json_t *a;
+	int ret;
+
+	ret = tallyd_ctl_parse(buf, len, &r, why, sizeof(why));
+	if (ret != 0)
+		return err_reply(-ret, "%s", why);
+	switch (r.cmd) {
+	case TALLYD_CTL_PING:
+		return json_pack("{s:i, s:s, s:I, s:b}", "errno", 0,
+			"version", TALLY_VERSION, "uptime_s",
+			(json_int_t)(tallyd_wall_s() - d->started), "dp_up",
+			tallyd_dpc_up(d->dpc));
+	case TALLYD_CTL_JOB_CREATE:
+		return do_create(d, &r);
+	case TALLYD_CTL_JOB_LIST:
+		a = json_array();
+		for (j = d->jobs; j != NULL; j = j->next)
+			json_array_append_new(a, tallyd_job_json(j, false));
+		return json_pack("{s:i, s:o}", "errno", 0, "jobs", a);
+	case TALLYD_CTL_JOB_SHOW:
+	case TALLYD_CTL_JOB_DELETE:
+		j = tallyd_job_find(d, r.name);
+		if (j == NULL)
+			return err_reply(ENOENT, "no job '%s'", r.name);
+		if (r.cmd == TALLYD_CTL_JOB_SHOW)
+			return json_pack("{s:i, s:o}", "errno", 0, "job",
+				tallyd_job_json(j, true));
+		if (j->draining)
+			return err_reply(EBUSY, "job '%s' is already being "
+				"deleted", r.name);
+		tallyd_job_delete_start(d, j, c);
+		return NULL;
+	case TALLYD_CTL_STATS:
+		return json_pack("{s:i, s:o, s:O}", "errno", 0, "tallyd",
+			tallyd_stats_json(d), "dp", d->dp_stats != NULL ?
+			d->dp_stats : json_null());
+	case TALLYD_CTL_LIST_COMMANDS:
+	case TALLYD_CTL_MAX_:
+		break;
+	}
+	return do_list_commands();
+}
+
+void
+tallyd_ctl_event(struct tallyd *d, int fd, short revents)
+{
+	struct tallyd_ctl_client *c;
+	char buf[MAX_REQ];
+	json_t *r;
+	ssize_t n;
+
+	for (c = d->ctl_clients; c != NULL; c = c->next)
+		if (c->fd == fd)
+			break;
+	if (c == NULL || !(revents & (POLLIN | POLLHUP | POLLERR)))
+		return;
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		client_free(d, c);
+		return;
+	}
+	if (n < 0)
+		return;
+	d->st.ctl_requests++;
+	if ((size_t)n > sizeof(buf)) {
+		tallyd_ctl_reply(d, c, err_reply(EMSGSIZE, "a request is at "
+			"most %d bytes", MAX_REQ));
+		return;
+	}
+	r = handle(d, c, buf, (size_t)n);
+	if (r != NULL)
+		tallyd_ctl_reply(d, c, r);
+}

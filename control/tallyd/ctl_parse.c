@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Control-socket request parsing: a command table with each command's
+ * keys and usage (as Open vSwitch's unixctl registry has), strict about
+ * types, ranges and unknown keys.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include <jansson.h>
+
+#include "tally/proto.h"
+#include "ctl_parse.h"
+
+struct cmd {
+	const char *name;
+	const char *keys[9];	/* besides "cmd" */
+	const char *usage;
+};
+
+static const struct cmd cmds[TALLYD_CTL_MAX_] = {
+	[TALLYD_CTL_PING] = { "ping", { NULL }, "{}" },
+	[TALLYD_CTL_JOB_CREATE] = { "job_create",
+		{ "name", "world", "window", "max_elems", "narrow", "group",
+		  "idle_timeout_s", NULL },
+		"{\"name\", \"world\", \"window\"?, \"max_elems\"?, "
+		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?}" },
+	[TALLYD_CTL_JOB_LIST] = { "job_list", { NULL }, "{}" },
+	[TALLYD_CTL_JOB_SHOW] = { "job_show", { "name", NULL }, "{\"name\"}" },
+	[TALLYD_CTL_JOB_DELETE] = { "job_delete", { "name", NULL },
+		"{\"name\"}" },
+	[TALLYD_CTL_STATS] = { "stats", { NULL }, "{}" },
+	[TALLYD_CTL_LIST_COMMANDS] = { "list_commands", { NULL }, "{}" },
+};
+
+const char *
+tallyd_ctl_cmd_name(enum tallyd_ctl_cmd c)
+{
+	return c < TALLYD_CTL_MAX_ ? cmds[c].name : "?";
+}
+
+const char *
+tallyd_ctl_cmd_usage(enum tallyd_ctl_cmd c)
+{
+	return c < TALLYD_CTL_MAX_ ? cmds[c].usage : "?";
+}
+
+static int
+fail(char *why, size_t wlen, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int
+fail(char *why, size_t wlen, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why != NULL && wlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(why, wlen, fmt, ap);
+		va_end(ap);
+	}
+	return -err;
+}
+
+/* Optional integer key k in lo..hi; *v untouched when absent. */
+static int
+opt_uint(json_t *o, const char *k, unsigned long lo, unsigned long hi,
+	unsigned int *v, bool *given, char *why, size_t wlen)
+{
+	json_t *x = json_object_get(o, k);
+
+	if (x == NULL)
+		return 0;
+	if (!json_is_integer(x) || json_integer_value(x) < (json_int_t)lo ||
+			json_integer_value(x) > (json_int_t)hi)
+		return fail(why, wlen, EINVAL, "'%s' must be an integer in "
+			"%lu..%lu", k, lo, hi);
+	*v = (unsigned int)json_integer_value(x);
+	if (given != NULL)
+		*given = true;
+	return 0;
+}
+
+static int
+parse_group(const char *s, struct tallyd_ctl_req *r)
+{
+	char buf[32], *colon, *end;
+	struct in_addr a;
+	unsigned long p;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	colon = strchr(buf, ':');
+	if (colon == NULL)
+		return -EINVAL;
+	*colon = '\0';
+	if (inet_pton(AF_INET, buf, &a) != 1 ||
+			!IN_MULTICAST(ntohl(a.s_addr)))
+		return -EINVAL;
+	if (colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
+		return -EINVAL;
+	r->group_ip = ntohl(a.s_addr);
+	r->group_port = (uint16_t)p;
+	return 0;
+}
+
+static int
+parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
+{
+	json_t *narrow = json_object_get(o, "narrow");
+	json_t *group = json_object_get(o, "group");
+	bool have_world = false;
+
+	r->window = 64;
+	r->max_elems = TALLY_DEFAULT_ELEMS;
+	if (opt_uint(o, "world", 1, TALLY_MAX_WORKERS, &r->world, &have_world,
+			why, wlen) ||
+			opt_uint(o, "window", 1, 32768, &r->window, NULL, why,
+				wlen) ||
+			opt_uint(o, "max_elems", 1, TALLY_MAX_ELEMS,
+				&r->max_elems, NULL, why, wlen) ||
+			opt_uint(o, "idle_timeout_s", 0, 365u * 86400,
+				&r->idle_timeout_s, &r->has_idle_timeout, why,
+				wlen))
+		return -EINVAL;
+	if (!have_world)
+		return fail(why, wlen, EINVAL, "'world' is required");
+	if (narrow != NULL && !json_is_boolean(narrow))
+		return fail(why, wlen, EINVAL, "'narrow' must be true or false");
+	r->narrow = json_is_true(narrow);
+	if (group != NULL && (!json_is_string(group) ||
+			parse_group(json_string_value(group), r) != 0))
+		return fail(why, wlen, EINVAL, "'group' must be \"IP:PORT\" "
+			"of an IPv4 multicast group (224.0.0.0/4)");
+	return 0;
+}
+
+int
+tallyd_ctl_parse(const char *buf, size_t len, struct tallyd_ctl_req *r,
+	char *why, size_t wlen)
+{
+	json_error_t jerr;
+	const char *name, *k;
+	json_t *o, *v;
+	int ret = 0;
+	unsigned int c;
+
+	memset(r, 0, sizeof(*r));
+	o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (o == NULL)
+		return fail(why, wlen, EINVAL, "invalid JSON: %s (at byte %d)",
+			jerr.text, jerr.position);
+	if (!json_is_object(o) || (name = json_string_value(json_object_get(o,
+			"cmd"))) == NULL) {
+		ret = fail(why, wlen, EINVAL, "a request is an object with a "
+			"string \"cmd\"");
+		goto out;
+	}
+	for (c = 0; c < TALLYD_CTL_MAX_; c++)
+		if (strcmp(name, cmds[c].name) == 0)
+			break;
+	if (c == TALLYD_CTL_MAX_) {
+		ret = fail(why, wlen, EOPNOTSUPP, "unknown command '%.32s' "
+			"(try list_commands)", name);
+		goto out;
+	}
+	r->cmd = (enum tallyd_ctl_cmd)c;
+	json_object_foreach(o, k, v) {
+		unsigned int i;
+
+		if (strcmp(k, "cmd") == 0)
+			continue;
+		for (i = 0; cmds[c].keys[i] != NULL; i++)
+			if (strcmp(k, cmds[c].keys[i]) == 0)
+				break;
+		if (cmds[c].keys[i] == NULL) {
+			ret = fail(why, wlen, EINVAL, "unknown key '%.32s' for "
+				"%s (usage: %s)", k, cmds[c].name,
+				cmds[c].usage);
+			goto out;
+		}
+	}
+	if (cmds[c].keys[0] != NULL && strcmp(cmds[c].keys[0], "name") == 0) {
+		const char *n = json_string_value(json_object_get(o, "name"));
+
+		if (n == NULL || !tally_rdv_name_ok(n)) {
+			ret = fail(why, wlen, EINVAL, "'name' must be 1-%d of "
+				"[A-Za-z0-9_.-]", TALLY_RDV_NAME_MAX);
+			goto out;
+		}
+		strcpy(r->name, n);
+	}
+	if (r->cmd == TALLYD_CTL_JOB_CREATE)
+		ret = parse_create(o, r, why, wlen);
+out:
+	json_decref(o);
+	return ret;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Control-socket requests (docs/control.md, "Control socket") from JSON
+ * to a struct: no I/O and no daemon state, so the fuzzer calls it as is.
+ */
+#ifndef TALLYD_CTL_PARSE_H
+#define TALLYD_CTL_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdv/msg.h"
+
+enum tallyd_ctl_cmd {
+	TALLYD_CTL_PING,
+	TALLYD_CTL_JOB_CREATE,
+	TALLYD_CTL_JOB_LIST,
+	TALLYD_CTL_JOB_SHOW,
+	TALLYD_CTL_JOB_DELETE,
+	TALLYD_CTL_STATS,
+	TALLYD_CTL_LIST_COMMANDS,
+	TALLYD_CTL_MAX_,
+};
+
+struct tallyd_ctl_req {
+	enum tallyd_ctl_cmd cmd;
+	char name[TALLY_RDV_NAME_MAX + 1];	/* job_create/show/delete */
+	/* job_create; defaults filled in */
+	unsigned int world;
+	unsigned int window;
+	unsigned int max_elems;
+	bool narrow;
+	uint32_t group_ip;			/* host order; 0: none */
+	uint16_t group_port;
+	unsigned int idle_timeout_s;
+	bool has_idle_timeout;			/* else: the daemon's */
+};
+
+/* The command's name and usage line, for list_commands. */
+const char *tallyd_ctl_cmd_name(enum tallyd_ctl_cmd c);
+const char *tallyd_ctl_cmd_usage(enum tallyd_ctl_cmd c);
+
+/*
+ * Parses one request of len bytes. Borrows buf. Returns 0, -EINVAL (bad
+ * JSON, a missing or bad key, an unknown key) or -EOPNOTSUPP (unknown
+ * command), with a sentence in why.
+ */
+int tallyd_ctl_parse(const char *buf, size_t len, struct tallyd_ctl_req *r,
+	char *why, size_t wlen);
+
+#endif /* TALLYD_CTL_PARSE_H */

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tallyd: the control-plane daemon. Reads its configuration, restores the
+ * jobs of the state file, opens the control socket, the rendezvous port
+ * and the metrics endpoint, and runs one poll loop over all of them plus
+ * the timers (join barriers, tally-dp polls, drains, idle jobs) until
+ * SIGINT or SIGTERM.
+ *
+ * Exit status: 0 after a signal, 1 when a socket or the state file cannot
+ * be set up, 2 for bad arguments or configuration.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "tally_config.h"
+#include "tallyd.h"
+#include "http.h"
+#include "metrics.h"
+
+#define DEFAULT_CONF	"/etc/tally/tallyd.conf"
+#define MAX_POLL	1200
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"usage: tallyd [-c FILE] [--set KEY=VALUE]... [--check-config]\n"
+"  -c, --config FILE    configuration file (default " DEFAULT_CONF ";\n"
+"                       a missing default file means all defaults)\n"
+"  -s, --set KEY=VALUE  override one configuration key (repeatable)\n"
+"      --check-config   print the resulting configuration and exit\n"
+"  -V, --version        print the version and exit\n"
+"  -h, --help           this text\n"
+"Keys and the protocols are in docs/control.md; see also tallyd(8).\n");
+}
+
+/* Idle jobs (no traffic, no joins for their idle timeout) go away. */
+static void
+expire_idle(struct tallyd *d)
+{
+	int64_t now = tallyd_wall_s();
+	struct tallyd_job *j, *next;
+
+	for (j = d->jobs; j != NULL; j = next) {
+		next = j->next;
+		if (j->idle_timeout_s == 0 || j->draining || j->njoined > 0 ||
+				now - j->last_active < (int64_t)j->idle_timeout_s)
+			continue;
+		tallyd_log("job '%s' idle for %u s: deleting", j->name,
+			j->idle_timeout_s);
+		tallyd_job_delete_start(d, j, NULL);
+	}
+}
+
+static char *
+render_metrics(void *arg)
+{
+	struct tallyd *d = arg;
+	json_t *st = tallyd_stats_json(d), *jobs = json_array();
+	struct tallyd_job *j;
+	char *text;
+
+	for (j = d->jobs; j != NULL; j = j->next)
+		json_array_append_new(jobs, tallyd_job_json(j, false));
+	text = tallyd_metrics_render(st, jobs, d->dp_stats);
+	json_decref(st);
+	json_decref(jobs);
+	return text;
+}
+
+static int
+sigfd_open(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGPIPE);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+		return -1;
+	sigdelset(&set, SIGPIPE);
+	return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+static void
+run(struct tallyd *d, int sfd)
+{
+	struct pollfd p[MAX_POLL];
+	int64_t next_poll = 0;
+
+	while (!d->stop) {
+		unsigned int n = 0, nctl, nrdv, i;
+		int64_t now = tallyd_now_ms(), wait;
+		int timeout;
+
+		if (now >= next_poll) {
+			tallyd_dpc_poll(d);
+			tallyd_job_delete_step(d, now);
+			expire_idle(d);
+			next_poll = now + d->conf.dp_poll_ms;
+		}
+		wait = tallyd_rdv_timers(d, now);
+		if (next_poll - now < wait)
+			wait = next_poll - now;
+		if (d->state_dirty) {
+			tallyd_state_save(d);
+			d->state_dirty = false;
+		}
+
+		p[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		p[n++] = (struct pollfd){ .fd = d->ctl_fd, .events = POLLIN };
+		p[n++] = (struct pollfd){ .fd = d->rdv_fd, .events = POLLIN };
+		p[n++] = (struct pollfd){ .fd = d->http != NULL ?
+			tallyd_http_fd(d->http) : -1, .events = POLLIN };
+		if (d->http != NULL) {
+			int t = tallyd_http_timeout_ms(d->http);
+
+			if (t >= 0 && t < wait)
+				wait = t;
+		}
+		nctl = tallyd_ctl_pollfds(d, p + n, MAX_POLL - n);
+		n += nctl;
+		nrdv = tallyd_rdv_pollfds(d, p + n, MAX_POLL - n);
+		n += nrdv;
+		timeout = wait < 0 ? 0 : (int)wait;
+		if (poll(p, n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			tallyd_log("poll: %s", strerror(errno));
+			break;
+		}
+		if (p[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				tallyd_log("signal %u: stopping", si.ssi_signo);
+				d->stop = 1;
+			}
+		}
+		if (p[1].revents & POLLIN)
+			tallyd_ctl_accept(d);
+		if (p[2].revents & POLLIN)
+			tallyd_rdv_accept(d);
+		if (d->http != NULL)
+			tallyd_http_run(d->http);
+		/* Events may free clients: look each up by fd again. */
+		for (i = 4; i < 4 + nctl; i++)
+			if (p[i].revents)
+				tallyd_ctl_event(d, p[i].fd, p[i].revents);
+		for (; i < 4 + nctl + nrdv; i++)
+			if (p[i].revents)
+				tallyd_rdv_event(d, p[i].fd, p[i].revents);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, 's' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tallyd d = { .ctl_fd = -1, .rdv_fd = -1 };
+	const char *conf_path = NULL;
+	char *sets[64];
+	unsigned int nsets = 0;
+	uint64_t seen = 0, seen_set = 0;
+	int check = 0, opt, ret, sfd, status = 0;
+	char why[512];
+
+	while ((opt = getopt_long(argc, argv, "c:s:Vh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			conf_path = optarg;
+			break;
+		case 's':
+			if (nsets == sizeof(sets) / sizeof(sets[0])) {
+				fprintf(stderr, "tallyd: too many --set\n");
+				return 2;
+			}
+			sets[nsets++] = optarg;
+			break;
+		case 'C':
+			check = 1;
+			break;
+		case 'V':
+			printf("tallyd %s\n", TALLY_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "tallyd: unexpected argument '%s'\n",
+			argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+
+	tallyd_conf_defaults(&d.conf);
+	if (conf_path != NULL || access(DEFAULT_CONF, F_OK) == 0) {
+		ret = tallyd_conf_load(&d.conf, conf_path != NULL ? conf_path :
+			DEFAULT_CONF, &seen, why, sizeof(why));
+		if (ret != 0) {
+			fprintf(stderr, "tallyd: %s\n", why);
+			return 2;
+		}
+	}
+	for (unsigned int i = 0; i < nsets; i++) {
+		if (strchr(sets[i], '=') == NULL) {
+			fprintf(stderr, "tallyd: --set wants KEY=VALUE, not "
+				"'%s'\n", sets[i]);
+			return 2;
+		}
+		if (tallyd_conf_line(&d.conf, sets[i], &seen_set, why,
+				sizeof(why)) != 0) {
+			fprintf(stderr, "tallyd: --set %s: %s\n", sets[i], why);
+			return 2;
+		}
+	}
+	if (check) {
+		tallyd_conf_dump(&d.conf, stdout);
+		return 0;
+	}
+
+	if (sodium_init() < 0) {
+		fprintf(stderr, "tallyd: libsodium failed to initialise\n");
+		return 1;
+	}
+	d.started = tallyd_wall_s();
+	if (tallyd_state_load(&d, why, sizeof(why)) != 0) {
+		fprintf(stderr, "tallyd: %s\n", why);
+		status = 1;
+		goto out;
+	}
+	d.dpc = tallyd_dpc_create(d.conf.dp_admin);
+	sfd = sigfd_open();
+	if (d.dpc == NULL || sfd < 0) {
+		fprintf(stderr, "tallyd: %s\n", strerror(errno));
+		status = 1;
+		goto out;
+	}
+	if ((ret = tallyd_ctl_listen(&d)) != 0) {
+		fprintf(stderr, "tallyd: control socket %s: %s\n",
+			d.conf.control_socket, strerror(-ret));
+		status = 1;
+		goto out_sfd;
+	}
+	if ((ret = tallyd_rdv_listen(&d)) != 0) {
+		fprintf(stderr, "tallyd: rendezvous %s: %s\n",
+			d.conf.rendezvous, strerror(-ret));
+		status = 1;
+		goto out_ctl;
+	}
+	if (strcmp(d.conf.metrics, "off") != 0) {
+		d.http = tallyd_http_start(d.conf.metrics, render_metrics, &d);
+		if (d.http == NULL) {
+			fprintf(stderr, "tallyd: metrics %s: %s\n",
+				d.conf.metrics, strerror(errno));
+			status = 1;
+			goto out_rdv;
+		}
+	}
+	tallyd_log("%s: %u jobs restored; control %s, rendezvous %s, "
+		"metrics %s, tally-dp %s", TALLY_VERSION, d.njobs,
+		d.conf.control_socket, d.conf.rendezvous, d.conf.metrics,
+		d.conf.dp_admin);
+	run(&d, sfd);
+	tallyd_state_save(&d);
+	tallyd_http_stop(d.http);
+out_rdv:
+	tallyd_rdv_close_all(&d);
+out_ctl:
+	tallyd_ctl_close_all(&d);
+out_sfd:
+	close(sfd);
+out:
+	while (d.jobs != NULL)
+		tallyd_job_free(&d, d.jobs);
+	tallyd_dpc_destroy(d.dpc);
+	json_decref(d.dp_stats);
+	return status;
+}

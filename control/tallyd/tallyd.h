@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tallyd: the daemon's shared state. One struct tallyd owns the
+ * configuration, the jobs, the listening sockets and their clients, and
+ * the connection to tally-dp. Everything runs on one thread, in main.c's
+ * poll loop; no locks.
+ *
+ * Who touches what: conf.c fills struct tallyd_conf; jobs.c creates,
+ * finds and frees jobs and renders them as JSON; state.c writes and reads
+ * the state file; dpc.c talks to tally-dp (programs memberships, reads
+ * counters, notices restarts); rdv.c runs the rendezvous; ctl.c serves
+ * tallyctl; main.c wires them together.
+ */
+#ifndef TALLYD_TALLYD_H
+#define TALLYD_TALLYD_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "tally/proto.h"
+#include "rdv/msg.h"
+
+/* The configuration file's keys (docs/control.md). */
+struct tallyd_conf {
+	char control_socket[108];
+	char control_group[64];		/* "" = leave the group alone */
+	char rendezvous[64];		/* "IP:PORT" */
+	char metrics[64];		/* "IP:PORT" or "off" */
+	char state_file[256];
+	char dp_admin[108];
+	char dp_address[16];		/* "" = ask tally-dp */
+	unsigned int dp_poll_ms;
+	unsigned int join_timeout_s;
+	unsigned int idle_timeout_s;
+	unsigned int drain_timeout_ms;
+	unsigned int max_jobs;
+};
+
+/* Defaults, then FILE (may be NULL: none), then key=value overrides. */
+void tallyd_conf_defaults(struct tallyd_conf *c);
+
+/*
+ * Applies one "key = value" line (comments and blank lines are fine).
+ * seen tracks keys given already (bit per key; a key twice is an error).
+ * Returns 0 or -EINVAL with the reason in why.
+ */
+int tallyd_conf_line(struct tallyd_conf *c, const char *line,
+	uint64_t *seen, char *why, size_t wlen);
+
+/* Reads a whole file through tallyd_conf_line(). why gets "FILE:LINE: ...". */
+int tallyd_conf_load(struct tallyd_conf *c, const char *path, uint64_t *seen,
+	char *why, size_t wlen);
+
+/* Prints every key with its value, as a config file would have it. */
+void tallyd_conf_dump(const struct tallyd_conf *c, FILE *f);
+
+/* Per-job counters, as tally-dp's job_list reports them. */
+struct tallyd_ctr {
+	uint64_t contributions, elements, bytes_in, rounds, results,
+		bytes_out, resent, nacks, drops;
+};
+
+#define TALLYD_NCTR (sizeof(struct tallyd_ctr) / sizeof(uint64_t))
+extern const char *const tallyd_ctr_names[];
+
+enum tallyd_job_state {
+	TALLYD_WAITING,		/* no membership yet */
+	TALLYD_FORMING,		/* ranks are joining a new membership */
+	TALLYD_READY,		/* a membership is programmed in tally-dp */
+	TALLYD_DRAINING,	/* being deleted */
+};
+
+struct tallyd_member {
+	uint32_t ip;		/* host order */
+	uint16_t port;
+};
+
+struct tallyd_rdv_conn;
+struct tallyd_ctl_client;
+
+struct tallyd_job {
+	char name[TALLY_RDV_NAME_MAX + 1];
+	uint16_t id;			/* at the dataplane */
+	uint8_t world;
+	uint16_t window;
+	uint16_t max_elems;
+	bool narrow;
+	uint32_t group_ip;		/* host order, 0: unicast */
+	uint16_t group_port;
+	unsigned int idle_timeout_s;	/* 0: never */
+	uint8_t token_hash[32];		/* BLAKE2b of the 32-byte token */
+	int64_t created;		/* Unix seconds */
+	int64_t last_active;
+
+	/* The programmed membership (valid when has_members). */
+	bool has_members;
+	struct tallyd_member members[TALLY_MAX_WORKERS];
+	uint64_t wire_token;
+	uint32_t epoch;
+
+	/* The forming membership: a connection per rank that joined. */
+	struct tallyd_rdv_conn *joiners[TALLY_MAX_WORKERS];
+	unsigned int njoined;
+	int64_t form_deadline_ms;	/* monotonic */
+
+	/* Counters: base folds in what earlier tally-dp lives counted. */
+	struct tallyd_ctr base;
+	struct tallyd_ctr last;		/* tally-dp's latest reading */
+	bool in_dp;			/* tally-dp had it at the last poll */
+	bool moved;			/* counters changed at the last poll */
+
+	/* Deletion. */
+	bool draining;
+	int64_t drain_deadline_ms;
+	struct tallyd_ctl_client *drain_waiter; /* gets the reply; may be NULL */
+
+	struct tallyd_job *next;
+};
+
+/* tallyd's own counters (stats "tallyd"). */
+enum tallyd_join_fail {
+	TALLYD_JF_BAD_TOKEN,
+	TALLYD_JF_UNKNOWN_JOB,
+	TALLYD_JF_DUPLICATE_RANK,
+	TALLYD_JF_WORLD_MISMATCH,
+	TALLYD_JF_BAD_RANK,
+	TALLYD_JF_TIMEOUT,
+	TALLYD_JF_MALFORMED,
+	TALLYD_JF_DRAINING,
+	TALLYD_JF_DP_DOWN,
+	TALLYD_JF_MAX_,
+};
+
+extern const char *const tallyd_jf_names[TALLYD_JF_MAX_];
+
+struct tallyd_stats {
+	uint64_t joins;		/* ranks that reached ready */
+	uint64_t memberships;	/* memberships formed */
+	uint64_t join_failures[TALLYD_JF_MAX_];
+	uint64_t ctl_requests;
+	uint64_t ctl_errors;
+	uint64_t dp_reprograms;	/* memberships put back after tally-dp lost them */
+	uint64_t dp_errors;	/* admin requests that failed */
+};
+
+struct tallyd_dpc;
+struct tallyd_http;
+
+struct tallyd {
+	struct tallyd_conf conf;
+	int64_t started;		/* Unix seconds */
+	struct tallyd_job *jobs;
+	unsigned int njobs;
+	uint32_t next_epoch;
+	struct tallyd_stats st;
+
+	struct tallyd_dpc *dpc;		/* tally-dp's admin socket */
+	json_t *dp_stats;		/* its last "stats", or NULL */
+
+	int ctl_fd;			/* control socket listener */
+	struct tallyd_ctl_client *ctl_clients;
+	int rdv_fd;			/* rendezvous listener */
+	struct tallyd_rdv_conn *rdv_conns;
+	unsigned int nrdv;
+	struct tallyd_http *http;	/* NULL: metrics off */
+
+	bool state_dirty;		/* save at the end of this loop turn */
+	volatile int stop;
+};
+
+/* Monotonic milliseconds, and wall-clock seconds. */
+int64_t tallyd_now_ms(void);
+int64_t tallyd_wall_s(void);
+
+/* jobs.c */
+struct tallyd_job *tallyd_job_find(struct tallyd *d, const char *name);
+struct tallyd_job *tallyd_job_find_id(struct tallyd *d, uint16_t id);
+
+/*
+ * Creates a job from a job_create request's fields (j: name, world,
+ * window, max_elems, narrow, group, idle_timeout_s set by the caller),
+ * gives it an id and a fresh token; writes the token's 64 hex digits and
+ * a NUL to token_hex. Returns the job (owned by d), or NULL with errno
+ * EEXIST (name taken), ENOSPC (max_jobs, or no free id).
+ */
+struct tallyd_job *tallyd_job_create(struct tallyd *d,
+	const struct tallyd_job *j, char token_hex[TALLY_RDV_TOKEN_HEX + 1]);
+
+/* Unlinks and frees j; its joiners must be gone. */
+void tallyd_job_free(struct tallyd *d, struct tallyd_job *j);
+
+/* 1 if hex (64 digits) is j's token; constant time in its content. */
+int tallyd_job_token_ok(const struct tallyd_job *j, const char *hex);
+
+enum tallyd_job_state tallyd_job_state(const struct tallyd_job *j);
+const char *tallyd_job_state_name(enum tallyd_job_state s);
+
+/* Sum of base and last. */
+void tallyd_job_counters(const struct tallyd_job *j, struct tallyd_ctr *c);
+
+/* The job object of docs/control.md; members only when with_members. */
+json_t *tallyd_job_json(const struct tallyd_job *j, bool with_members);
+
+/* tallyd's "stats"/"tallyd" object. */
+json_t *tallyd_stats_json(const struct tallyd *d);
+
+/* state.c */
+int tallyd_state_save(struct tallyd *d);
+int tallyd_state_load(struct tallyd *d, char *why, size_t wlen);
+
+/* dpc.c: tally-dp's admin socket. */
+struct tallyd_dpc *tallyd_dpc_create(const char *path);
+void tallyd_dpc_destroy(struct tallyd_dpc *c);
+bool tallyd_dpc_up(const struct tallyd_dpc *c);
+
+/*
+ * The dataplane's address and port range for workers (from the config or
+ * tally-dp's ping). Returns 0, or -EHOSTDOWN while tally-dp is unknown.
+ */
+int tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
+	uint16_t *nports);
+
+/* Programs j's membership into tally-dp, replacing an older one. */
+int tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j);
+
+/* Removes j from tally-dp (absent is fine). */
+int tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j);
+
+/*
+ * One poll: reads tally-dp's jobs and counters, puts back memberships it
+ * lost (a restart), folds counters, refreshes d->dp_stats.
+ */
+void tallyd_dpc_poll(struct tallyd *d);
+
+/* rdv.c */
+int tallyd_rdv_listen(struct tallyd *d);
+void tallyd_rdv_close_all(struct tallyd *d);
+/* Fills pollfds for the connections; returns how many. */
+unsigned int tallyd_rdv_pollfds(struct tallyd *d, struct pollfd *p,
+	unsigned int max);
+void tallyd_rdv_accept(struct tallyd *d);
+void tallyd_rdv_event(struct tallyd *d, int fd, short revents);
+/* Join timeouts and idle connections; returns ms to the next deadline. */
+int64_t tallyd_rdv_timers(struct tallyd *d, int64_t now);
+/* Fails every rank waiting on j with err (a positive errno). */
+void tallyd_rdv_fail_job(struct tallyd *d, struct tallyd_job *j, int err,
+	enum tallyd_join_fail why, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* ctl.c */
+int tallyd_ctl_listen(struct tallyd *d);
+void tallyd_ctl_close_all(struct tallyd *d);
+unsigned int tallyd_ctl_pollfds(struct tallyd *d, struct pollfd *p,
+	unsigned int max);
+void tallyd_ctl_accept(struct tallyd *d);
+void tallyd_ctl_event(struct tallyd *d, int fd, short revents);
+/* Sends a reply to a client, if it is still connected. Consumes r. */
+void tallyd_ctl_reply(struct tallyd *d, struct tallyd_ctl_client *c,
+	json_t *r);
+
+/* main.c / jobs.c: deletion, finished by the poll once drained. */
+void tallyd_job_delete_start(struct tallyd *d, struct tallyd_job *j,
+	struct tallyd_ctl_client *waiter);
+void tallyd_job_delete_step(struct tallyd *d, int64_t now);
+
+/* Logging to stderr (journald adds the time). */
+void tallyd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* TALLYD_TALLYD_H */

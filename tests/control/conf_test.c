@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tallyd's configuration: defaults, a file of every key, comments and
+ * spacing, and each kind of error (unknown key, twice, bad value, no '=',
+ * long line) with the file and line in the message.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tallyd.h"
+
+static char *
+write_tmp(const char *text)
+{
+	static char path[64];
+	int fd;
+
+	strcpy(path, "/tmp/tallyd-conf-test.XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+static void
+defaults_and_full_file(void **state)
+{
+	struct tallyd_conf c;
+	uint64_t seen = 0;
+	char why[300] = "";
+	char *path;
+
+	(void)state;
+	tallyd_conf_defaults(&c);
+	assert_string_equal(c.rendezvous, "0.0.0.0:7470");
+	assert_string_equal(c.metrics, "127.0.0.1:9470");
+	assert_int_equal(c.dp_poll_ms, 500);
+	assert_int_equal(c.join_timeout_s, 60);
+	path = write_tmp(
+		"# tallyd.conf\n"
+		"\n"
+		"control_socket = /tmp/t.sock\n"
+		"control_group=tally\n"
+		"  rendezvous   =  10.0.0.1:7000   # trailing comment\n"
+		"metrics = off\n"
+		"state_file = /tmp/state.json\n"
+		"dp_admin = /tmp/dp.sock\n"
+		"dp_address = 10.77.0.1\n"
+		"dp_poll_ms = 100\n"
+		"join_timeout_s = 5\n"
+		"idle_timeout_s = 0\n"
+		"drain_timeout_ms = 0\n"
+		"max_jobs = 7\n");
+	assert_int_equal(tallyd_conf_load(&c, path, &seen, why, sizeof(why)),
+		0);
+	unlink(path);
+	assert_string_equal(c.control_socket, "/tmp/t.sock");
+	assert_string_equal(c.control_group, "tally");
+	assert_string_equal(c.rendezvous, "10.0.0.1:7000");
+	assert_string_equal(c.metrics, "off");
+	assert_string_equal(c.dp_address, "10.77.0.1");
+	assert_int_equal(c.dp_poll_ms, 100);
+	assert_int_equal(c.join_timeout_s, 5);
+	assert_int_equal(c.drain_timeout_ms, 0);
+	assert_int_equal(c.max_jobs, 7);
+}
+
+static void
+bad_lines(void **state)
+{
+	static const char *const bad[] = {
+		"nonsense",
+		"unknown_key = 1",
+		"dp_poll_ms = 5",
+		"dp_poll_ms = 100000",
+		"dp_poll_ms = -1",
+		"dp_poll_ms = 10x",
+		"dp_poll_ms =",
+		"max_jobs = 0",
+		"rendezvous = 10.0.0.1",
+		"rendezvous = 10.0.0.1:70000",
+		"rendezvous = host:7470",
+		"metrics = on",
+		"dp_address = 10.0.0",
+		"state_file =",
+	};
+	struct tallyd_conf c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t seen = 0;
+		char why[200] = "";
+
+		tallyd_conf_defaults(&c);
+		if (tallyd_conf_line(&c, bad[i], &seen, why, sizeof(why)) !=
+				-EINVAL || why[0] == '\0')
+			fail_msg("accepted: %s", bad[i]);
+	}
+}
+
+static void
+errors_name_file_and_line(void **state)
+{
+	struct tallyd_conf c;
+	uint64_t seen = 0;
+	char why[300] = "", want[300];
+	char *path;
+
+	(void)state;
+	tallyd_conf_defaults(&c);
+	path = write_tmp("max_jobs = 3\n\nmax_jobs = 4\n");
+	assert_int_equal(tallyd_conf_load(&c, path, &seen, why, sizeof(why)),
+		-EINVAL);
+	snprintf(want, sizeof(want), "%s:3: 'max_jobs' given twice", path);
+	assert_string_equal(why, want);
+	unlink(path);
+	assert_int_equal(tallyd_conf_load(&c, "/nonexistent/tallyd.conf",
+		&seen, why, sizeof(why)), -ENOENT);
+	assert_non_null(strstr(why, "/nonexistent/tallyd.conf"));
+}
+
+static void
+dump_reads_back(void **state)
+{
+	struct tallyd_conf c, d;
+	uint64_t seen = 0;
+	char why[300] = "";
+	char path[] = "/tmp/tallyd-conf-dump.XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+
+	(void)state;
+	tallyd_conf_defaults(&c);
+	c.control_group[0] = '\0';
+	tallyd_conf_dump(&c, f);
+	fclose(f);
+	/* An empty value (control_group, dp_address) reads back as empty. */
+	tallyd_conf_defaults(&d);
+	assert_int_equal(tallyd_conf_load(&d, path, &seen, why, sizeof(why)),
+		0);
+	unlink(path);
+	assert_memory_equal(&c, &d, sizeof(c));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(defaults_and_full_file),
+		cmocka_unit_test(bad_lines),
+		cmocka_unit_test(errors_name_file_and_line),
+		cmocka_unit_test(dump_reads_back),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

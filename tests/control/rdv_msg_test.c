@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Rendezvous messages: every op round-trips through format and parse;
+ * every missing key, wrong type, out-of-range value, unknown key and
+ * malformed frame is refused with -EPROTO; the formatter refuses what the
+ * parser would.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rdv/msg.h"
+
+#define TOKEN "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+static void
+roundtrip(const struct tally_rdv_msg *in, struct tally_rdv_msg *out)
+{
+	uint8_t buf[4 + TALLY_RDV_MAX_MSG];
+	char why[160] = "";
+	int n = tally_rdv_format(in, buf, sizeof(buf));
+
+	assert_true(n > 4);
+	assert_int_equal(tally_rdv_frame_len(buf), (size_t)n - 4);
+	assert_int_equal(tally_rdv_parse(buf + 4, (size_t)n - 4, out, why,
+		sizeof(why)), 0);
+	assert_string_equal(why, "");
+	assert_int_equal(out->op, in->op);
+}
+
+static void
+every_op_roundtrips(void **state)
+{
+	struct tally_rdv_msg m = { .op = TALLY_RDV_JOIN, .rank = 3,
+		.world = 4 }, o;
+
+	(void)state;
+	strcpy(m.job, "resnet-50.a_b");
+	strcpy(m.token, TOKEN);
+	roundtrip(&m, &o);
+	assert_string_equal(o.job, m.job);
+	assert_string_equal(o.token, TOKEN);
+	assert_int_equal(o.rank, 3);
+	assert_int_equal(o.world, 4);
+
+	m = (struct tally_rdv_msg){ .op = TALLY_RDV_PARAMS,
+		.dp_ip = 0x0a4d0001, .dp_port = 47474, .dp_nports = 2,
+		.job_id = 7, .window = 64, .max_elems = 256, .narrow = 1,
+		.group_ip = 0xef010203, .group_port = 40001 };
+	roundtrip(&m, &o);
+	assert_int_equal(o.dp_ip, 0x0a4d0001);
+	assert_int_equal(o.dp_port, 47474);
+	assert_int_equal(o.dp_nports, 2);
+	assert_int_equal(o.job_id, 7);
+	assert_int_equal(o.window, 64);
+	assert_int_equal(o.max_elems, 256);
+	assert_int_equal(o.narrow, 1);
+	assert_int_equal(o.group_ip, 0xef010203);
+	assert_int_equal(o.group_port, 40001);
+	m.group_ip = 0;
+	roundtrip(&m, &o);
+	assert_int_equal(o.group_ip, 0);
+
+	m = (struct tally_rdv_msg){ .op = TALLY_RDV_MEMBER,
+		.ip = 0x0a4d000c, .port = 40001 };
+	roundtrip(&m, &o);
+	assert_int_equal(o.ip, 0x0a4d000c);
+	assert_int_equal(o.port, 40001);
+
+	m = (struct tally_rdv_msg){ .op = TALLY_RDV_READY,
+		.wire_token = 0xfedcba9876543210ull, .epoch = 4000000000u };
+	roundtrip(&m, &o);
+	assert_true(o.wire_token == 0xfedcba9876543210ull);
+	assert_int_equal(o.epoch, 4000000000u);
+
+	m = (struct tally_rdv_msg){ .op = TALLY_RDV_ERROR, .err = EACCES };
+	strcpy(m.error, "bad token for job 'x'");
+	roundtrip(&m, &o);
+	assert_int_equal(o.err, EACCES);
+	assert_string_equal(o.error, m.error);
+}
+
+static int
+parse(const char *s)
+{
+	struct tally_rdv_msg m;
+	char why[160] = "";
+	int rc = tally_rdv_parse(s, strlen(s), &m, why, sizeof(why));
+
+	if (rc != 0)
+		assert_true(why[0] != '\0');
+	return rc;
+}
+
+static void
+bad_messages_are_refused(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		"{",
+		"[]",
+		"\"join\"",
+		"{}",
+		"{\"op\":1}",
+		"{\"op\":\"hello\"}",
+		/* join: each key wrong in turn */
+		"{\"op\":\"join\",\"v\":2,\"job\":\"a\",\"token\":\"" TOKEN
+			"\",\"rank\":0,\"world\":1}",
+		"{\"op\":\"join\",\"job\":\"a\",\"token\":\"" TOKEN
+			"\",\"rank\":0,\"world\":1}",
+		"{\"op\":\"join\",\"v\":1,\"job\":\"\",\"token\":\"" TOKEN
+			"\",\"rank\":0,\"world\":1}",
+		"{\"op\":\"join\",\"v\":1,\"job\":\"a b\",\"token\":\"" TOKEN
+			"\",\"rank\":0,\"world\":1}",
+		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"00\","
+			"\"rank\":0,\"world\":1}",
+		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
+			"\",\"rank\":-1,\"world\":1}",
+		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
+			"\",\"rank\":0,\"world\":65}",
+		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
+			"\",\"rank\":\"0\",\"world\":1}",
+		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
+			"\",\"rank\":0,\"world\":1,\"extra\":1}",
+		"{\"op\":\"join\",\"op\":\"join\",\"v\":1,\"job\":\"a\","
+			"\"token\":\"" TOKEN "\",\"rank\":0,\"world\":1}",
+		/* member */
+		"{\"op\":\"member\",\"ip\":\"0.0.0.0\",\"port\":1}",
+		"{\"op\":\"member\",\"ip\":\"239.1.1.1\",\"port\":1}",
+		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":0}",
+		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":65536}",
+		"{\"op\":\"member\",\"ip\":\"10.0.0\",\"port\":1}",
+		/* params */
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":65535,\"dp_nports\":2,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":8193,\"narrow\":false}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":0}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"group\":\"10.0.0.1:5\"}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"group\":\"239.0.0.1:-5\"}",
+		/* ready, error */
+		"{\"op\":\"ready\",\"errno\":0,\"wire_token\":\"123\","
+			"\"epoch\":1}",
+		"{\"op\":\"ready\",\"errno\":1,\"wire_token\":"
+			"\"0123456789abcdef\",\"epoch\":1}",
+		"{\"op\":\"error\",\"errno\":0,\"error\":\"x\"}",
+		"{\"op\":\"error\",\"errno\":13}",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (parse(bad[i]) != -EPROTO)
+			fail_msg("accepted: %s", bad[i]);
+	}
+	/* And the good forms of the same. */
+	assert_int_equal(parse("{\"op\":\"member\",\"ip\":\"10.0.0.1\","
+		"\"port\":1}"), 0);
+	assert_int_equal(parse("{\"op\":\"params\",\"errno\":0,\"dp_ip\":"
+		"\"10.0.0.1\",\"dp_port\":65534,\"dp_nports\":2,\"job_id\":1,"
+		"\"window\":1,\"max_elems\":8192,\"narrow\":false,\"group\":"
+		"\"239.0.0.1:5\"}"), 0);
+}
+
+static void
+frames_and_limits(void **state)
+{
+	uint8_t p[4] = { 0, 0, 0, 0 };
+	struct tally_rdv_msg m = { .op = TALLY_RDV_ERROR, .err = 5000 };
+	uint8_t buf[64];
+	char big[TALLY_RDV_MAX_MSG + 2];
+
+	(void)state;
+	assert_int_equal(tally_rdv_frame_len(p), 0);
+	p[3] = 1;
+	assert_int_equal(tally_rdv_frame_len(p), 1);
+	p[2] = 0x10;	/* 4097 */
+	assert_int_equal(tally_rdv_frame_len(p), 0);
+	p[2] = 0x10;
+	p[3] = 0;	/* 4096 */
+	assert_int_equal(tally_rdv_frame_len(p), 4096);
+	p[0] = 0x80;
+	assert_int_equal(tally_rdv_frame_len(p), 0);
+
+	/* The formatter refuses what the parser would. */
+	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
+	m = (struct tally_rdv_msg){ .op = TALLY_RDV_JOIN, .world = 1 };
+	strcpy(m.job, "a");
+	strcpy(m.token, "xyz");
+	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
+	strcpy(m.token, TOKEN);
+	assert_int_equal(tally_rdv_format(&m, buf, 8), -EMSGSIZE);
+	m.op = (enum tally_rdv_op)99;
+	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
+
+	/* A body above the limit is refused before it is parsed. */
+	memset(big, ' ', sizeof(big));
+	assert_int_equal(tally_rdv_parse(big, sizeof(big), &m, NULL, 0),
+		-EPROTO);
+
+	assert_true(tally_rdv_name_ok("a"));
+	assert_false(tally_rdv_name_ok(""));
+	assert_false(tally_rdv_name_ok("a/b"));
+	memset(big, 'a', 64);
+	big[64] = '\0';
+	assert_false(tally_rdv_name_ok(big));
+	big[63] = '\0';
+	assert_true(tally_rdv_name_ok(big));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(every_op_roundtrips),
+		cmocka_unit_test(bad_messages_are_refused),
+		cmocka_unit_test(frames_and_limits),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Jobs and the state file: creation (ids, tokens shown once and checked
+ * by hash), a save and a load that give back the same jobs, memberships
+ * and counters, an atomic write that leaves no temporary file, and clear
+ * refusals of damaged files.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "tallyd.h"
+
+struct fixture {
+	char dir[64];
+	struct tallyd d;
+};
+
+static int
+setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (f == NULL || sodium_init() < 0)
+		return -1;
+	strcpy(f->dir, "/tmp/tallyd-state-test.XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	tallyd_conf_defaults(&f->d.conf);
+	snprintf(f->d.conf.state_file, sizeof(f->d.conf.state_file),
+		"%s/state.json", f->dir);
+	f->d.ctl_fd = f->d.rdv_fd = -1;
+	*state = f;
+	return 0;
+}
+
+static void
+free_jobs(struct tallyd *d)
+{
+	while (d->jobs != NULL)
+		tallyd_job_free(d, d->jobs);
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+	char path[300];
+
+	free_jobs(&f->d);
+	snprintf(path, sizeof(path), "%s/state.json", f->dir);
+	unlink(path);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static struct tallyd_job *
+mk(struct tallyd *d, const char *name, unsigned int world, char *token)
+{
+	struct tallyd_job t = { .world = (uint8_t)world, .window = 64,
+		.max_elems = 256 };
+	struct tallyd_job *j;
+
+	strcpy(t.name, name);
+	j = tallyd_job_create(d, &t, token);
+	assert_non_null(j);
+	return j;
+}
+
+static void
+create_ids_and_tokens(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd *d = &f->d;
+	char t1[65], t2[65], t3[65];
+	struct tallyd_job *a, *b, *c, t = { .world = 1 };
+
+	a = mk(d, "a", 4, t1);
+	b = mk(d, "b", 2, t2);
+	assert_int_equal(a->id, 1);
+	assert_int_equal(b->id, 2);
+	assert_int_equal(strlen(t1), 64);
+	assert_string_not_equal(t1, t2);
+	assert_true(tallyd_job_token_ok(a, t1));
+	assert_false(tallyd_job_token_ok(a, t2));
+	assert_false(tallyd_job_token_ok(a, "00"));
+	t1[0] = t1[0] == '0' ? '1' : '0';
+	assert_false(tallyd_job_token_ok(a, t1));
+
+	strcpy(t.name, "a");
+	assert_null(tallyd_job_create(d, &t, t3));
+	assert_int_equal(errno, EEXIST);
+
+	/* The lowest free id is reused. */
+	tallyd_job_free(d, a);
+	c = mk(d, "c", 1, t3);
+	assert_int_equal(c->id, 1);
+	assert_ptr_equal(tallyd_job_find(d, "c"), c);
+	assert_ptr_equal(tallyd_job_find_id(d, 2), b);
+	assert_null(tallyd_job_find(d, "a"));
+
+	d->conf.max_jobs = 2;
+	strcpy(t.name, "d");
+	assert_null(tallyd_job_create(d, &t, t3));
+	assert_int_equal(errno, ENOSPC);
+}
+
+static void
+save_and_load(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd *d = &f->d, e = { .ctl_fd = -1, .rdv_fd = -1 };
+	struct tallyd_job *a, *b, *x;
+	char ta[65], tb[65], tmp[300], why[300] = "";
+	struct tallyd_ctr c;
+	struct stat st;
+
+	a = mk(d, "alpha", 2, ta);
+	b = mk(d, "beta", 3, tb);
+	a->has_members = true;
+	a->members[0] = (struct tallyd_member){ 0x0a4d000c, 40001 };
+	a->members[1] = (struct tallyd_member){ 0x0a4d000d, 40002 };
+	a->wire_token = 0x0123456789abcdefull;
+	a->epoch = 7;
+	a->base.rounds = 10;
+	a->last.rounds = 5;
+	a->last.bytes_in = 1ull << 40;
+	b->group_ip = 0xef000001;
+	b->group_port = 5000;
+	b->narrow = true;
+	b->idle_timeout_s = 30;
+	d->next_epoch = 7;
+	assert_int_equal(tallyd_state_save(d), 0);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->conf.state_file);
+	assert_int_equal(access(tmp, F_OK), -1);
+	assert_int_equal(stat(d->conf.state_file, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+
+	e.conf = d->conf;
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), 0);
+	assert_int_equal(e.njobs, 2);
+	assert_int_equal(e.next_epoch, 7);
+	x = tallyd_job_find(&e, "alpha");
+	assert_non_null(x);
+	assert_int_equal(x->id, a->id);
+	assert_int_equal(x->world, 2);
+	assert_true(x->has_members);
+	assert_memory_equal(x->members, a->members, 2 * sizeof(a->members[0]));
+	assert_true(x->wire_token == a->wire_token);
+	assert_int_equal(x->epoch, 7);
+	assert_true(tallyd_job_token_ok(x, ta));
+	assert_false(tallyd_job_token_ok(x, tb));
+	tallyd_job_counters(x, &c);
+	assert_int_equal(c.rounds, 15);
+	assert_true(c.bytes_in == 1ull << 40);
+	x = tallyd_job_find(&e, "beta");
+	assert_non_null(x);
+	assert_false(x->has_members);
+	assert_true(x->narrow);
+	assert_int_equal(x->group_ip, 0xef000001);
+	assert_int_equal(x->group_port, 5000);
+	assert_int_equal(x->idle_timeout_s, 30);
+	assert_true(tallyd_job_token_ok(x, tb));
+	/* Creation order is kept. */
+	assert_string_equal(e.jobs->name, "alpha");
+	free_jobs(&e);
+}
+
+static void
+missing_file_is_a_first_start(void **state)
+{
+	struct fixture *f = *state;
+	char why[300] = "";
+
+	assert_int_equal(tallyd_state_load(&f->d, why, sizeof(why)), 0);
+	assert_int_equal(f->d.njobs, 0);
+}
+
+static void
+damaged_files_are_refused(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		"{",
+		"[]",
+		"{\"version\":2,\"next_epoch\":0,\"jobs\":[]}",
+		"{\"version\":1,\"next_epoch\":0,\"jobs\":{}}",
+		"{\"version\":1,\"next_epoch\":0,\"jobs\":[{\"name\":\"a\"}]}",
+		"{\"version\":1,\"next_epoch\":0,\"jobs\":[{\"name\":\"a b\","
+			"\"id\":1,\"world\":1,\"window\":1,\"max_elems\":1,"
+			"\"narrow\":false,\"group_ip\":0,\"group_port\":0,"
+			"\"idle_timeout_s\":0,\"token_hash\":\"00\","
+			"\"created\":0,\"last_active\":0}]}",
+		"{\"version\":1,\"next_epoch\":0,\"jobs\":[{\"name\":\"a\","
+			"\"id\":1,\"world\":1,\"window\":1,\"max_elems\":1,"
+			"\"narrow\":false,\"group_ip\":0,\"group_port\":0,"
+			"\"idle_timeout_s\":0,\"token_hash\":\"00\","
+			"\"created\":0,\"last_active\":0}]}",
+		"{\"version\":1,\"next_epoch\":0,\"jobs\":[{\"name\":\"a\","
+			"\"id\":0,\"world\":1,\"window\":1,\"max_elems\":1,"
+			"\"narrow\":false,\"group_ip\":0,\"group_port\":0,"
+			"\"idle_timeout_s\":0,\"token_hash\":\"00\","
+			"\"created\":0,\"last_active\":0}]}",
+	};
+	struct fixture *f = *state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct tallyd e = { .conf = f->d.conf };
+		char why[300] = "";
+		FILE *fp = fopen(f->d.conf.state_file, "w");
+
+		fputs(bad[i], fp);
+		fclose(fp);
+		if (tallyd_state_load(&e, why, sizeof(why)) == 0)
+			fail_msg("accepted: %s", bad[i]);
+		assert_non_null(strstr(why, f->d.conf.state_file));
+		free_jobs(&e);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(create_ids_and_tokens, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(save_and_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(missing_file_is_a_first_start,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(damaged_files_are_refused,
+			setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
