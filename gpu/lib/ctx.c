@@ -32,13 +32,8 @@ tally_ctx_fail(struct tally_ctx *ctx, int rc, const char *fmt, ...)
 	return rc;
 }
 
-/* As tally_ctx_fail(), for open: the message goes to open_err. */
-static int
-open_fail(int rc, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static int
-open_fail(int rc, const char *fmt, ...)
+int
+tally_ctx_open_fail(int rc, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -55,7 +50,7 @@ parse_ip(const char *name, const char *s, uint32_t *ip)
 	struct in_addr a;
 
 	if (s == NULL || inet_pton(AF_INET, s, &a) != 1)
-		return open_fail(-EINVAL, "%s '%s' is not an IPv4 address",
+		return tally_ctx_open_fail(-EINVAL, "%s '%s' is not an IPv4 address",
 			name, s == NULL ? "(null)" : s);
 	*ip = a.s_addr;
 	return 0;
@@ -81,30 +76,30 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	int rc;
 
 	if (o->world == 0 || o->world > TALLY_MAX_WORKERS)
-		return open_fail(-EINVAL, "world %u is not in 1..%u",
+		return tally_ctx_open_fail(-EINVAL, "world %u is not in 1..%u",
 			o->world, TALLY_MAX_WORKERS);
 	if (o->rank >= o->world)
-		return open_fail(-EINVAL, "rank %u is not below world %u",
+		return tally_ctx_open_fail(-EINVAL, "rank %u is not below world %u",
 			o->rank, o->world);
 	if (o->elems > TALLY_MAX_ELEMS)
-		return open_fail(-EINVAL, "elems %u is above %u", o->elems,
+		return tally_ctx_open_fail(-EINVAL, "elems %u is above %u", o->elems,
 			TALLY_MAX_ELEMS);
 	if (o->window > WINDOW_MAX)
-		return open_fail(-EINVAL, "window %u is above %u", o->window,
+		return tally_ctx_open_fail(-EINVAL, "window %u is above %u", o->window,
 			WINDOW_MAX);
 	rc = parse_ip("dp_addr", o->dp_addr, &uc->dp_ip);
 	if (rc == 0 && !unicast(uc->dp_ip))
-		rc = open_fail(-EINVAL, "dp_addr '%s' is not a unicast "
+		rc = tally_ctx_open_fail(-EINVAL, "dp_addr '%s' is not a unicast "
 			"address", o->dp_addr);
 	if (rc == 0 && o->bind_addr != NULL)
 		rc = parse_ip("bind_addr", o->bind_addr, &uc->bind_ip);
 	if (rc == 0 && o->group_addr != NULL) {
 		rc = parse_ip("group_addr", o->group_addr, &uc->group_ip);
 		if (rc == 0 && !IN_MULTICAST(ntohl(uc->group_ip)))
-			rc = open_fail(-EINVAL, "group_addr '%s' is not an "
+			rc = tally_ctx_open_fail(-EINVAL, "group_addr '%s' is not an "
 				"IPv4 multicast address", o->group_addr);
 		if (rc == 0 && o->bind_port == 0)
-			rc = open_fail(-EINVAL, "group_addr needs bind_port "
+			rc = tally_ctx_open_fail(-EINVAL, "group_addr needs bind_port "
 				"(the group's port)");
 	}
 	if (rc != 0)
@@ -112,7 +107,7 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	uc->dp_port = o->dp_port != 0 ? o->dp_port : TALLY_UDP_PORT;
 	uc->dp_nports = o->dp_nports != 0 ? o->dp_nports : 1;
 	if (uc->dp_port + uc->dp_nports - 1 > 65535)
-		return open_fail(-EINVAL, "ports %u..%u run past 65535",
+		return tally_ctx_open_fail(-EINVAL, "ports %u..%u run past 65535",
 			uc->dp_port, uc->dp_port + uc->dp_nports - 1);
 	uc->bind_port = o->bind_port;
 	ctx->job = o->job;
@@ -141,11 +136,11 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	if (out != NULL)
 		*out = NULL;
 	if (o == NULL || out == NULL)
-		return open_fail(-EINVAL, "tally_ctx_open: %s is NULL",
+		return tally_ctx_open_fail(-EINVAL, "tally_ctx_open: %s is NULL",
 			o == NULL ? "opts" : "out");
 	ctx = calloc(1, sizeof(*ctx));
 	if (ctx == NULL)
-		return open_fail(-ENOMEM, "out of memory");
+		return tally_ctx_open_fail(-ENOMEM, "out of memory");
 	rc = check_opts(o, &uc, ctx);
 	if (rc != 0)
 		goto err_free;
@@ -153,12 +148,12 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	ctx->rx_room = TALLY_HDR_LEN + 4u * ctx->elems;
 	ctx->rxbuf = malloc((size_t)TALLY_TP_BURST * ctx->rx_room);
 	if (ctx->slots == NULL || ctx->rxbuf == NULL) {
-		rc = open_fail(-ENOMEM, "out of memory");
+		rc = tally_ctx_open_fail(-ENOMEM, "out of memory");
 		goto err_free;
 	}
 	ctx->tp = tally_udp_transport_create(&uc);
 	if (ctx->tp == NULL) {
-		rc = open_fail(-errno, "udp socket on %s:%u: %s",
+		rc = tally_ctx_open_fail(-errno, "udp socket on %s:%u: %s",
 			o->bind_addr != NULL ? o->bind_addr : "0.0.0.0",
 			o->bind_port, strerror(errno));
 		goto err_free;

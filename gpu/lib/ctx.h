@@ -66,6 +66,14 @@ struct tally_ctx {
 int tally_ctx_fail(struct tally_ctx *ctx, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * As tally_ctx_fail(), for the opening of a context (tally_ctx_open(),
+ * tally_open()): the message goes to the calling thread's open error,
+ * which tally_ctx_error(NULL) returns.
+ */
+int tally_ctx_open_fail(int rc, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* One pass of chunks through the slots: what tally_window_run() does. */
 struct tally_round {
 	uint8_t type;		/* TALLY_PT_SUM or TALLY_PT_MAX */

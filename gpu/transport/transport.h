@@ -55,6 +55,12 @@ struct tally_transport_ops {
 	 */
 	int (*recv)(struct tally_transport *tp, struct tally_rx_pkt *pkts,
 		unsigned int n, unsigned int timeout_us);
+	/*
+	 * The local address packets leave from (network order): what the
+	 * dataplane must know as this member's. -errno when unknown.
+	 */
+	int (*local)(struct tally_transport *tp, uint32_t *ip,
+		uint16_t *port);
 	/* Closes and frees tp. */
 	void (*destroy)(struct tally_transport *tp);
 };
@@ -77,6 +83,13 @@ tally_transport_recv(struct tally_transport *tp, struct tally_rx_pkt *pkts,
 	unsigned int n, unsigned int timeout_us)
 {
 	return tp->ops->recv(tp, pkts, n, timeout_us);
+}
+
+static inline int
+tally_transport_local(struct tally_transport *tp, uint32_t *ip,
+	uint16_t *port)
+{
+	return tp->ops->local(tp, ip, port);
 }
 
 /* Closes tp; NULL is fine. */

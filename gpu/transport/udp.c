@@ -170,9 +170,23 @@ udp_destroy(struct tally_transport *tp)
 	free(u);
 }
 
+static int
+udp_local(struct tally_transport *tp, uint32_t *ip, uint16_t *port)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	if (getsockname(udp_of(tp)->fd, (struct sockaddr *)&sa, &len) != 0)
+		return -errno;
+	*ip = sa.sin_addr.s_addr;
+	*port = sa.sin_port;
+	return 0;
+}
+
 static const struct tally_transport_ops udp_ops = {
 	.send = udp_send,
 	.recv = udp_recv,
+	.local = udp_local,
 	.destroy = udp_destroy,
 };
 

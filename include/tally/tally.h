@@ -69,6 +69,9 @@ struct tally_ctx_opts {
 				 * 200 ms */
 	unsigned int timeout_ms; /* an allreduce fails with -ETIMEDOUT when
 				 * no result arrived for this long, 0 = 5000 */
+	unsigned int join_timeout_ms; /* tally_open_opts() only: the longest
+				 * the whole rendezvous may take (tallyd's
+				 * join barrier included), 0 = 120000 */
 };
 
 /*
@@ -82,6 +85,37 @@ struct tally_ctx_opts {
  * tells why, in this thread.
  */
 int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
+
+/*
+ * Joins a job through tallyd and opens a context for it: url is
+ * "tally://HOST[:PORT]/JOB" (port 7470 by default), token the job's 64
+ * hex digits from `tallyctl job create`, rank and world this worker's
+ * place. Blocks at tallyd's join barrier until every rank of the world
+ * has joined. Writes the context to *out and returns 0, or writes NULL
+ * and returns, with tallyd's sentence in tally_ctx_error(NULL):
+ *   -EINVAL     a bad url, token, rank or world (checked here), or a
+ *               world that differs from the job's (tallyd)
+ *   -ENOENT     no such job          -EACCES  wrong token
+ *   -ERANGE     rank out of range    -EEXIST  that rank already joined
+ *   -ETIMEDOUT  the other ranks did not all join in tallyd's
+ *               join_timeout_s (or join_timeout_ms passed here)
+ *   -ECANCELED  the job is being deleted
+ *   -EHOSTDOWN  tallyd cannot reach the dataplane
+ *   -EPROTO     a malformed exchange; -ECONNREFUSED etc.: no tallyd
+ * Calling it again after an allreduce failed (e.g. after a dataplane
+ * restart) forms a new membership with fresh slots: every rank must.
+ */
+int tally_open(const char *url, const char *token, unsigned int rank,
+	unsigned int world, struct tally_ctx **out);
+
+/*
+ * tally_open() with options: of base (borrowed; NULL = defaults), it
+ * uses bind_addr, bind_port, window and elems (each capped at the job's),
+ * rto_us, timeout_ms and join_timeout_ms; tallyd supplies the rest.
+ */
+int tally_open_opts(const char *url, const char *token, unsigned int rank,
+	unsigned int world, const struct tally_ctx_opts *base,
+	struct tally_ctx **out);
 
 /* Closes the socket and frees the context. NULL is fine. */
 void tally_ctx_close(struct tally_ctx *ctx);

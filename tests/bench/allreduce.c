@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <tally/fixp.h>
 #include <tally/proto.h>
@@ -53,6 +54,10 @@ struct ar_opts {
 	unsigned long long seed;
 	int json;
 	unsigned int given;		/* GIVEN_* flags seen */
+	char url[256];			/* tally://...: join through tallyd */
+	char jtoken[65];		/* ... with the job's 64-hex token */
+	unsigned long reopen;		/* joins again after a failure */
+	unsigned long pause_ms;		/* between iterations */
 };
 
 #define GIVEN_DP	1u
@@ -93,6 +98,9 @@ static const struct option long_opts[] = {
 	{ "timeout-ms", required_argument, NULL, 'T' },
 	{ "seed", required_argument, NULL, 'S' },
 	{ "json", no_argument, NULL, 'J' },
+	{ "url", required_argument, NULL, 'U' },
+	{ "reopen", required_argument, NULL, 'R' },
+	{ "pause-ms", required_argument, NULL, 'P' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -102,6 +110,9 @@ usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally-bench allreduce --dp IP[:PORT[/NPORTS]] --job N "
+		"--token HEX\n"
+		"                             --rank R --world W [options]\n"
+		"       tally-bench allreduce --url tally://HOST[:PORT]/JOB "
 		"--token HEX\n"
 		"                             --rank R --world W [options]\n\n"
 		"One worker of an allreduce through a tally dataplane (libtally,\n"
@@ -115,7 +126,16 @@ usage(FILE *f)
 		"  --group IP               the job's results come to this\n"
 		"                           multicast group (on the --bind port)\n"
 		"  --job N                  job id, 0..65535\n"
-		"  --token HEX              the job's token, 16 hex digits\n"
+		"  --token HEX              the job's token: 16 hex digits "
+		"(the wire\n"
+		"                           token) with --dp, 64 with --url\n"
+		"  --url URL                join the job through tallyd "
+		"(tally_open())\n"
+		"  --reopen N               after a failed allreduce, join "
+		"again and\n"
+		"                           redo it, up to N times (--url "
+		"only)\n"
+		"  --pause-ms N             sleep between iterations\n"
 		"  --rank R                 this worker's rank, 0..W-1\n"
 		"  --world W                members of the job, 1..%u\n"
 		"  --size BYTES             tensor size, suffix K, M or G "
@@ -276,7 +296,25 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 		return bench_parse_uint("job", arg, 0, 65535, &o->job);
 	case 't':
 		o->given |= GIVEN_TOKEN;
+		if (strlen(arg) == 64 && strspn(arg, "0123456789abcdefABCDEF")
+				== 64) {
+			strcpy(o->jtoken, arg);
+			return 0;
+		}
 		return parse_token(arg, &o->token);
+	case 'U':
+		if (snprintf(o->url, sizeof(o->url), "%s", arg) >=
+				(int)sizeof(o->url)) {
+			fprintf(stderr, "--url: too long\n");
+			return -1;
+		}
+		o->given |= GIVEN_DP | GIVEN_JOB;
+		return 0;
+	case 'R':
+		return bench_parse_uint("reopen", arg, 0, 1000, &o->reopen);
+	case 'P':
+		return bench_parse_uint("pause-ms", arg, 0, 3600000,
+			&o->pause_ms);
 	case 'r':
 		o->given |= GIVEN_RANK;
 		return bench_parse_uint("rank", arg, 0, TALLY_MAX_WORKERS - 1,
@@ -350,6 +388,11 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 	if (o->rank >= o->world) {
 		fprintf(stderr, "--rank %lu is not below --world %lu\n",
 			o->rank, o->world);
+		goto bad;
+	}
+	if ((o->url[0] != '\0') != (o->jtoken[0] != '\0')) {
+		fprintf(stderr, "--token: 64 hex digits go with --url, 16 "
+			"with --dp\n");
 		goto bad;
 	}
 	if ((unsigned long)o->dp_port + o->dp_nports - 1 > 65535) {
@@ -488,29 +531,58 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.elems = (uint16_t)o->elems,
 		.timeout_ms = (unsigned int)o->timeout_ms,
 	};
-	int rc = tally_ctx_open(&co, ctx);
+	int rc;
 
+	if (o->url[0] != '\0') {
+		co.dp_addr = NULL;
+		co.bind_addr = NULL;
+		rc = tally_open_opts(o->url, o->jtoken, (unsigned int)o->rank,
+			(unsigned int)o->world, &co, ctx);
+	} else {
+		rc = tally_ctx_open(&co, ctx);
+	}
 	if (rc != 0)
 		fprintf(stderr, "tally-bench allreduce: %s (%s)\n",
 			tally_ctx_error(NULL), strerror(-rc));
 	return rc;
 }
 
-/* The timed part: --iters allreduces, input restored before each. */
+/*
+ * The timed part: --iters allreduces, input restored before each. With
+ * --reopen, a failed one is redone on a context joined afresh.
+ */
 static int
-run_iters(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
+run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 {
-	unsigned long it;
+	unsigned long it, reopened = 0;
 	int rc;
 
 	for (it = 0; it < o->iters; it++) {
+		struct tally_ctx *ctx = *ctxp;
 		uint64_t t0;
 
+		if (it > 0 && o->pause_ms > 0)
+			usleep((useconds_t)(o->pause_ms * 1000));
 		memcpy(a->buf, a->input, a->n * 4);
 		t0 = bench_now_ns();
 		rc = o->f32 ? tally_allreduce_f32(ctx, a->buf, a->n) :
 			tally_allreduce_i32(ctx, a->buf, a->n);
 		a->secs[it] = (double)(bench_now_ns() - t0) * 1e-9;
+		if (rc != 0 && reopened < o->reopen) {
+			printf("reopen: iteration %lu failed: %s (%s)\n",
+				it + 1, tally_ctx_error(ctx), strerror(-rc));
+			fflush(stdout);
+			reopened++;
+			tally_ctx_stats(ctx, &a->st);
+			tally_ctx_close(ctx);
+			*ctxp = NULL;
+			if ((rc = open_ctx(o, ctxp)) != 0)
+				return rc;
+			printf("reopen: joined again\n");
+			fflush(stdout);
+			it--;
+			continue;
+		}
 		if (rc != 0) {
 			fprintf(stderr, "tally-bench allreduce: iteration %lu: "
 				"%s (%s)\n", it + 1, tally_ctx_error(ctx),
@@ -679,8 +751,9 @@ bench_allreduce(int argc, char **argv)
 		free_run(&a);
 		return BENCH_EXIT_ERROR;
 	}
-	rc = run_iters(&o, ctx, &a);
-	tally_ctx_stats(ctx, &a.st);
+	rc = run_iters(&o, &ctx, &a);
+	if (ctx != NULL)
+		tally_ctx_stats(ctx, &a.st);
 	tally_ctx_close(ctx);
 	if (rc == 0)
 		rc = check(&o, &a) == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally_open(): a worker joins a job through tallyd (docs/control.md,
+ * "Rendezvous protocol") and gets a context, instead of being told the
+ * dataplane, job id and wire token by hand as tally_ctx_open() wants.
+ *
+ * It connects to tallyd over TCP, sends "join", learns the dataplane's
+ * address and the job's limits from "params", opens the context's UDP
+ * socket toward the dataplane, reports that socket's source address in
+ * "member", and waits at the join barrier for "ready" with the wire
+ * token. Every step has a deadline; tallyd's refusals come back as
+ * distinct errnos with tallyd's sentence in tally_ctx_error(NULL).
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "ctx.h"
+#include "rdv/msg.h"
+
+#define DEFAULT_JOIN_MS	120000
+#define URL_PREFIX	"tally://"
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "tally://HOST[:PORT]/JOB" into its parts. */
+static int
+parse_url(const char *url, char host[256], char port[8], char job[64])
+{
+	const char *h, *slash, *colon;
+	size_t hl;
+
+	if (url == NULL || strncmp(url, URL_PREFIX, strlen(URL_PREFIX)) != 0)
+		return -EINVAL;
+	h = url + strlen(URL_PREFIX);
+	slash = strchr(h, '/');
+	if (slash == NULL || !tally_rdv_name_ok(slash + 1))
+		return -EINVAL;
+	colon = memchr(h, ':', (size_t)(slash - h));
+	hl = (size_t)((colon != NULL ? colon : slash) - h);
+	if (hl == 0 || hl >= 256)
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	if (colon != NULL) {
+		size_t pl = (size_t)(slash - colon - 1);
+
+		if (pl == 0 || pl > 5 || strspn(colon + 1, "0123456789") < pl)
+			return -EINVAL;
+		memcpy(port, colon + 1, pl);
+		port[pl] = '\0';
+		if (atoi(port) < 1 || atoi(port) > 65535)
+			return -EINVAL;
+	} else {
+		strcpy(port, "7470");
+	}
+	strcpy(job, slash + 1);
+	return 0;
+}
+
+/* Connects to host:port before deadline; returns the fd or -errno. */
+static int
+tcp_connect(const char *host, const char *port, int64_t deadline)
+{
+	struct addrinfo hints = { .ai_family = AF_INET,
+		.ai_socktype = SOCK_STREAM }, *ai, *a;
+	int fd = -1, err = ECONNREFUSED, one = 1;
+
+	err = getaddrinfo(host, port, &hints, &ai);
+	if (err != 0)
+		return tally_ctx_open_fail(-EHOSTUNREACH, "tallyd %s:%s: %s",
+			host, port, gai_strerror(err));
+	err = ECONNREFUSED;
+	for (a = ai; a != NULL; a = a->ai_next) {
+		struct pollfd p;
+		socklen_t len = sizeof(err);
+		int64_t left = deadline - now_ms();
+
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK |
+			SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			err = errno;
+			continue;
+		}
+		if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 &&
+				errno != EINPROGRESS) {
+			err = errno;
+			close(fd);
+			fd = -1;
+			continue;
+		}
+		p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+		if (poll(&p, 1, left > 0 ? (int)left : 0) != 1 ||
+				getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
+					&len) != 0 || err != 0) {
+			err = err != 0 ? err : ETIMEDOUT;
+			close(fd);
+			fd = -1;
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		break;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0)
+		return tally_ctx_open_fail(-err, "cannot reach tallyd at "
+			"%s:%s: %s", host, port, strerror(err));
+	return fd;
+}
+
+/* Reads exactly n bytes before deadline. */
+static int
+read_full(int fd, void *buf, size_t n, int64_t deadline)
+{
+	uint8_t *p = buf;
+
+	while (n > 0) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		ssize_t r;
+
+		if (left <= 0 || poll(&pf, 1, (int)left) == 0)
+			return -ETIMEDOUT;
+		r = recv(fd, p, n, MSG_DONTWAIT);
+		if (r == 0)
+			return -ECONNRESET;
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int
+send_msg(int fd, const struct tally_rdv_msg *m)
+{
+	uint8_t buf[4 + TALLY_RDV_MAX_MSG];
+	int n = tally_rdv_format(m, buf, sizeof(buf));
+
+	if (n < 0)
+		return n;
+	if (send(fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
+		return -errno;
+	return 0;
+}
+
+/* Receives one message; tallyd's "error" becomes -its errno. */
+static int
+recv_msg(int fd, struct tally_rdv_msg *m, int64_t deadline, const char *what)
+{
+	uint8_t pre[4], body[TALLY_RDV_MAX_MSG];
+	char why[160];
+	size_t len;
+	int rc;
+
+	rc = read_full(fd, pre, 4, deadline);
+	if (rc == 0) {
+		len = tally_rdv_frame_len(pre);
+		rc = len == 0 ? -EPROTO : read_full(fd, body, len, deadline);
+	}
+	if (rc == -ETIMEDOUT)
+		return tally_ctx_open_fail(rc, "tallyd sent no %s in time",
+			what);
+	if (rc != 0)
+		return tally_ctx_open_fail(rc, "rendezvous with tallyd: %s "
+			"while waiting for %s", strerror(-rc), what);
+	if (tally_rdv_parse(body, len, m, why, sizeof(why)) != 0)
+		return tally_ctx_open_fail(-EPROTO, "tallyd sent a bad "
+			"message: %s", why);
+	if (m->op == TALLY_RDV_ERROR)
+		return tally_ctx_open_fail(-m->err, "tallyd: %s", m->error);
+	return 0;
+}
+
+/* The local address the kernel would send from toward ip:port. */
+static int
+route_source(uint32_t ip, uint16_t port, char out[INET_ADDRSTRLEN])
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(ip), .sin_port = htons(port) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+			getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+		rc = -errno;
+	close(fd);
+	if (rc == 0)
+		inet_ntop(AF_INET, &sa.sin_addr, out, INET_ADDRSTRLEN);
+	return rc;
+}
+
+int
+tally_open_opts(const char *url, const char *token, unsigned int rank,
+	unsigned int world, const struct tally_ctx_opts *base,
+	struct tally_ctx **out)
+{
+	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN }, p, m;
+	struct tally_ctx_opts o = { 0 };
+	char host[256], port[8], dp_ip[INET_ADDRSTRLEN];
+	char src[INET_ADDRSTRLEN], group[INET_ADDRSTRLEN];
+	struct tally_ctx *ctx = NULL;
+	int64_t deadline;
+	uint32_t lip;
+	uint16_t lport;
+	struct in_addr a;
+	int fd, rc;
+
+	tally_ctx_open_fail(0, "%s", "");
+	if (out == NULL)
+		return tally_ctx_open_fail(-EINVAL, "tally_open: out is NULL");
+	*out = NULL;
+	if (base != NULL)
+		o = *base;
+	if (parse_url(url, host, port, join.job) != 0)
+		return tally_ctx_open_fail(-EINVAL, "'%s' is not "
+			"tally://HOST[:PORT]/JOB", url != NULL ? url : "(null)");
+	if (token == NULL || !tally_rdv_token_ok(token))
+		return tally_ctx_open_fail(-EINVAL, "a job token is %d hex "
+			"digits", TALLY_RDV_TOKEN_HEX);
+	if (world < 1 || world > TALLY_MAX_WORKERS || rank >= world)
+		return tally_ctx_open_fail(-EINVAL, "rank %u / world %u: "
+			"need rank < world <= %u", rank, world,
+			TALLY_MAX_WORKERS);
+	strcpy(join.token, token);
+	join.rank = rank;
+	join.world = world;
+	deadline = now_ms() + (o.join_timeout_ms != 0 ? o.join_timeout_ms :
+		DEFAULT_JOIN_MS);
+
+	fd = tcp_connect(host, port, deadline);
+	if (fd < 0)
+		return fd;
+	rc = send_msg(fd, &join);
+	if (rc != 0) {
+		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
+			strerror(-rc));
+		goto out;
+	}
+	if ((rc = recv_msg(fd, &p, deadline, "params")) != 0)
+		goto out;
+	if (p.op != TALLY_RDV_PARAMS) {
+		rc = tally_ctx_open_fail(-EPROTO, "tallyd answered the join "
+			"out of order");
+		goto out;
+	}
+
+	/* The context, toward the dataplane tallyd named. */
+	a.s_addr = htonl(p.dp_ip);
+	inet_ntop(AF_INET, &a, dp_ip, sizeof(dp_ip));
+	rc = route_source(p.dp_ip, p.dp_port, src);
+	if (rc != 0) {
+		tally_ctx_open_fail(rc, "no route to the dataplane %s: %s",
+			dp_ip, strerror(-rc));
+		goto out;
+	}
+	o.dp_addr = dp_ip;
+	o.dp_port = p.dp_port;
+	o.dp_nports = p.dp_nports;
+	o.bind_addr = o.bind_addr != NULL ? o.bind_addr : src;
+	o.group_addr = NULL;
+	if (p.group_ip != 0) {
+		a.s_addr = htonl(p.group_ip);
+		inet_ntop(AF_INET, &a, group, sizeof(group));
+		o.group_addr = group;
+		o.bind_port = p.group_port;
+	}
+	o.job = p.job_id;
+	o.token = 0;		/* the wire token comes with "ready" */
+	o.rank = (uint8_t)rank;
+	o.world = (uint8_t)world;
+	if (o.window == 0 || o.window > p.window)
+		o.window = p.window;
+	if (o.elems == 0 || o.elems > p.max_elems)
+		o.elems = p.max_elems;
+	if ((rc = tally_ctx_open(&o, &ctx)) != 0)
+		goto out;
+	rc = tally_transport_local(ctx->tp, &lip, &lport);
+	if (rc != 0) {
+		tally_ctx_open_fail(rc, "local address: %s", strerror(-rc));
+		goto out;
+	}
+	m = (struct tally_rdv_msg){ .op = TALLY_RDV_MEMBER,
+		.ip = lip != 0 ? ntohl(lip) : ntohl(inet_addr(o.bind_addr)),
+		.port = ntohs(lport) };
+	rc = send_msg(fd, &m);
+	if (rc != 0) {
+		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
+			strerror(-rc));
+		goto out;
+	}
+	/* The join barrier: every rank of the world must get here. */
+	if ((rc = recv_msg(fd, &m, deadline, "ready (the join barrier)")) != 0)
+		goto out;
+	if (m.op != TALLY_RDV_READY) {
+		rc = tally_ctx_open_fail(-EPROTO, "tallyd answered the member "
+			"message out of order");
+		goto out;
+	}
+	ctx->token = m.wire_token;
+	*out = ctx;
+	ctx = NULL;
+out:
+	tally_ctx_close(ctx);
+	close(fd);
+	return rc;
+}
+
+int
+tally_open(const char *url, const char *token, unsigned int rank,
+	unsigned int world, struct tally_ctx **out)
+{
+	return tally_open_opts(url, token, rank, world, NULL, out);
+}
