@@ -224,7 +224,8 @@ tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
 {
 	struct tallyd_dpc *c = d->dpc;
 
-	if ((!c->up || c->ip == 0) && dpc_ping(d) != 0)
+	/* Down but known: workers may join while it restarts. */
+	if (c->ip == 0 && dpc_ping(d) != 0)
 		return -EHOSTDOWN;
 	*ip = c->ip;
 	*port = c->port;
@@ -408,6 +409,8 @@ tallyd_dpc_poll(struct tallyd *d)
 				"tally-dp again", j->name, j->id, j->epoch);
 		}
 	}
+
+	tallyd_rdv_retry(d);
 
 	req = json_pack("{s:s}", "cmd", "stats");
 	stats = dpc_request(d, req);

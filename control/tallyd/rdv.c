@@ -223,28 +223,46 @@ tallyd_rdv_pollfds(struct tallyd *d, struct pollfd *p, unsigned int max)
 	return n;
 }
 
-/* Every rank of j is at the barrier: program tally-dp, release them. */
+/*
+ * Every rank of j is at the barrier: program tally-dp and release them.
+ * While tally-dp cannot be programmed (it is restarting), the ranks keep
+ * waiting: tallyd_rdv_retry() tries again after each successful poll,
+ * until the job's join deadline.
+ */
 static void
 barrier_done(struct tallyd *d, struct tallyd_job *j)
 {
 	struct tally_rdv_msg m = { .op = TALLY_RDV_READY };
+	struct tallyd_member old[TALLY_MAX_WORKERS];
+	uint64_t old_token = j->wire_token;
+	bool had = j->has_members;
 	unsigned int r;
 	int ret;
 
+	memcpy(old, j->members, sizeof(old));
 	for (r = 0; r < j->world; r++)
 		j->members[r] = j->joiners[r]->member;
 	randombytes_buf(&j->wire_token, sizeof(j->wire_token));
-	j->epoch = ++d->next_epoch;
 	j->has_members = true;
 	ret = tallyd_dpc_program(d, j);
 	if (ret != 0) {
-		j->has_members = false;
-		tallyd_rdv_fail_job(d, j, EHOSTDOWN, TALLYD_JF_DP_DOWN,
-			"cannot program job '%s' into tally-dp: %s", j->name,
-			strerror(-ret));
-		d->state_dirty = true;
+		if (!j->program_pending)
+			tallyd_log("job '%s': all %u ranks joined; waiting for "
+				"tally-dp to take the membership (%s)", j->name,
+				j->world, strerror(-ret));
+		j->program_pending = true;
+		if (!j->in_dp) {
+			/* Nothing of the old membership is left at tally-dp. */
+			j->has_members = false;
+		} else {
+			memcpy(j->members, old, sizeof(old));
+			j->wire_token = old_token;
+			j->has_members = had;
+		}
 		return;
 	}
+	j->program_pending = false;
+	j->epoch = ++d->next_epoch;
 	m.wire_token = j->wire_token;
 	m.epoch = j->epoch;
 	for (r = 0; r < j->world; r++)
@@ -256,6 +274,28 @@ barrier_done(struct tallyd *d, struct tallyd_job *j)
 	d->state_dirty = true;
 	tallyd_log("job '%s' (id %u): membership %u of %u ranks formed",
 		j->name, j->id, j->epoch, j->world);
+}
+
+/* Completes j's barrier if every rank is there. */
+static void
+barrier_try(struct tallyd *d, struct tallyd_job *j)
+{
+	unsigned int r;
+
+	for (r = 0; r < j->world; r++)
+		if (j->joiners[r] == NULL || j->joiners[r]->st != RC_WAIT)
+			return;
+	barrier_done(d, j);
+}
+
+void
+tallyd_rdv_retry(struct tallyd *d)
+{
+	struct tallyd_job *j;
+
+	for (j = d->jobs; j != NULL; j = j->next)
+		if (j->program_pending && !j->draining)
+			barrier_try(d, j);
 }
 
 static void
@@ -287,7 +327,8 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 			"rank %u already joined job '%s'", m->rank, m->job);
 	if (tallyd_dpc_endpoint(d, &p.dp_ip, &p.dp_port, &p.dp_nports) != 0)
 		return conn_fail(d, c, EHOSTDOWN, TALLYD_JF_DP_DOWN,
-			"the dataplane (tally-dp) is not reachable");
+			"the dataplane (tally-dp) is not reachable, and its "
+			"address is not known yet");
 	p.job_id = j->id;
 	p.window = j->window;
 	p.max_elems = j->max_elems;
@@ -314,7 +355,7 @@ on_member(struct tallyd *d, struct tallyd_rdv_conn *c,
 	const struct tally_rdv_msg *m)
 {
 	struct tallyd_job *j = c->job;
-	unsigned int r, ready = 0;
+	unsigned int r;
 
 	for (r = 0; r < j->world; r++) {
 		struct tallyd_rdv_conn *o = j->joiners[r];
@@ -330,11 +371,7 @@ on_member(struct tallyd *d, struct tallyd_rdv_conn *c,
 	c->member.ip = m->ip;
 	c->member.port = m->port;
 	c->st = RC_WAIT;
-	for (r = 0; r < j->world; r++)
-		if (j->joiners[r] != NULL && j->joiners[r]->st == RC_WAIT)
-			ready++;
-	if (ready == j->world)
-		barrier_done(d, j);
+	barrier_try(d, j);
 }
 
 /* Handles one complete message body. */
@@ -443,10 +480,17 @@ tallyd_rdv_timers(struct tallyd *d, int64_t now)
 					" %u", r);
 				nmissing++;
 			}
-		tallyd_rdv_fail_job(d, j, ETIMEDOUT, TALLYD_JF_TIMEOUT,
-			"%u of %u ranks joined job '%s' in %u s (missing:%s)",
-			j->world - nmissing, j->world, j->name,
-			d->conf.join_timeout_s, missing);
+		if (nmissing == 0)
+			tallyd_rdv_fail_job(d, j, EHOSTDOWN, TALLYD_JF_DP_DOWN,
+				"all %u ranks joined job '%s' but tally-dp "
+				"did not take the membership in %u s",
+				j->world, j->name, d->conf.join_timeout_s);
+		else
+			tallyd_rdv_fail_job(d, j, ETIMEDOUT, TALLYD_JF_TIMEOUT,
+				"%u of %u ranks joined job '%s' in %u s "
+				"(missing:%s)", j->world - nmissing, j->world,
+				j->name, d->conf.join_timeout_s, missing);
+		j->program_pending = false;
 	}
 	for (c = d->rdv_conns; c != NULL; c = next) {
 		next = c->next;

@@ -107,6 +107,7 @@ struct tallyd_job {
 	struct tallyd_rdv_conn *joiners[TALLY_MAX_WORKERS];
 	unsigned int njoined;
 	int64_t form_deadline_ms;	/* monotonic */
+	bool program_pending;		/* complete, tally-dp did not take it */
 
 	/* Counters: base folds in what earlier tally-dp lives counted. */
 	struct tallyd_ctr base;
@@ -245,6 +246,8 @@ unsigned int tallyd_rdv_pollfds(struct tallyd *d, struct pollfd *p,
 	unsigned int max);
 void tallyd_rdv_accept(struct tallyd *d);
 void tallyd_rdv_event(struct tallyd *d, int fd, short revents);
+/* Completes barriers that waited for tally-dp to come back. */
+void tallyd_rdv_retry(struct tallyd *d);
 /* Join timeouts and idle connections; returns ms to the next deadline. */
 int64_t tallyd_rdv_timers(struct tallyd *d, int64_t now);
 /* Fails every rank waiting on j with err (a positive errno). */
