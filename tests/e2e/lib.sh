@@ -14,6 +14,12 @@ DPADMIN=$TALLY_SRC/tests/e2e/dpadmin.py
 WORK=$(mktemp -d /tmp/tally-e2e.XXXXXX)
 DP_SOCK=$WORK/dp.sock
 DP_PID=
+TALLYD_BIN=$TALLY_BUILD/control/tallyd/tallyd
+TALLYCTL_BIN=$TALLY_BUILD/tools/tallyctl/tallyctl
+TALLYD_SOCK=$WORK/tallyd.sock
+TALLYD_PID=
+TALLYD_RDV_PORT=7470
+TALLYD_METRICS=127.0.0.1:$((20000 + $$ % 20000))
 
 ntap=0
 nfail=0
@@ -151,8 +157,66 @@ digest() {
 	sed -n 's/^digest: fnv1a64 \([0-9a-f]\{16\}\)$/\1/p' "$1" | tail -1
 }
 
-# finish: stops tally-dp, prints the plan, and exits with the verdict.
+# tallyd_start [--set KEY=VALUE...]: starts tallyd on the testbed's host
+# address (tools/testbed --host) with its files in $WORK, talking to the
+# tally-dp of dp_start, and waits for its control socket.
+tallyd_start() {
+	: "${TESTBED_HOST_IP:?the testbed needs --host}"
+	"$TALLYD_BIN" -c /dev/null --set "control_socket=$TALLYD_SOCK" \
+		--set "rendezvous=$TESTBED_HOST_IP:$TALLYD_RDV_PORT" \
+		--set "metrics=$TALLYD_METRICS" \
+		--set "state_file=$WORK/state.json" \
+		--set "dp_admin=$DP_SOCK" --set dp_poll_ms=200 "$@" \
+		>>"$WORK/tallyd.log" 2>&1 &
+	TALLYD_PID=$!
+	for _ in $(seq 100); do
+		tctl ping >/dev/null 2>&1 && return 0
+		kill -0 "$TALLYD_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "# tallyd did not start:"
+	sed 's/^/#   /' "$WORK/tallyd.log"
+	return 1
+}
+
+# tallyd_stop [SIGNAL]: stops tallyd (SIGTERM by default) and waits.
+tallyd_stop() {
+	local rc=0
+	[ -n "$TALLYD_PID" ] || return 0
+	kill "-${1:-TERM}" "$TALLYD_PID" 2>/dev/null || true
+	wait "$TALLYD_PID" || rc=$?
+	TALLYD_PID=
+	return $rc
+}
+
+# tctl ARGS...: tallyctl against this test's tallyd.
+tctl() {
+	"$TALLYCTL_BIN" --socket "$TALLYD_SOCK" "$@"
+}
+
+# jq_py EXPR: evaluates a Python expression over the JSON on stdin (j).
+jq_py() {
+	/usr/bin/python3 -c "import json,sys; j=json.load(sys.stdin); print($1)"
+}
+
+# worker_url NS-INDEX JOB TOKEN RANK WORLD OUT [tally-bench options]: one
+# worker joining JOB through tallyd (tally:// URL), in the background, in
+# worker NS-INDEX's namespace; output to OUT. Sets WPID.
+worker_url() {
+	local i=$1 job=$2 token=$3 rank=$4 world=$5 out=$6
+	shift 6
+	eval "local ns=\$TESTBED_NS_$((i + 1))"
+	ip netns exec "$ns" "$BENCH" allreduce \
+		--url "tally://$TESTBED_HOST_IP:$TALLYD_RDV_PORT/$job" \
+		--token "$token" --rank "$rank" --world "$world" "$@" \
+		>"$out" 2>&1 &
+	WPID=$!
+}
+
+# finish: stops tallyd and tally-dp, prints the plan, and exits with the
+# verdict.
 finish() {
+	tallyd_stop >/dev/null 2>&1 || true
 	dp_stop >/dev/null 2>&1 || true
 	echo "1..$ntap"
 	rm -rf "$WORK" /var/run/dpdk/tally-e2e-$$ /var/run/dpdk/[xyz]$$
