@@ -234,9 +234,24 @@ cmd_job_del(struct tally_dp *dp, json_t *req)
 	return reply_ok();
 }
 
+/* The job's counters, summed over lcores. Called under dp->lock. */
 static json_t *
-job_json(const struct tally_job_conf *c)
+job_counters_json(const struct tally_dp *dp, const struct tally_job *job)
 {
+	struct tally_dp_counter c[16];
+	unsigned int n = tally_dp_job_counters(dp, job, c, 16);
+	json_t *o = json_object();
+
+	for (unsigned int i = 0; i < n && i < 16; i++)
+		json_object_set_new(o, c[i].name, json_integer(
+			(json_int_t)c[i].value));
+	return o;
+}
+
+static json_t *
+job_json(const struct tally_dp *dp, const struct tally_job *job)
+{
+	const struct tally_job_conf *c = &job->conf;
 	json_t *members = json_array();
 	char ip[INET_ADDRSTRLEN];
 
@@ -254,10 +269,14 @@ job_json(const struct tally_job_conf *c)
 		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
 			ip, "port", ntohs(c->group.port)));
 	}
+	json_object_set_new(o, "counters", job_counters_json(dp, job));
 	return o;
 }
 
-/* job_list: {} -> {"jobs": [...]}; tokens are never shown. */
+/*
+ * job_list: {} -> {"jobs": [...]}, each with its "counters"; tokens are
+ * never shown.
+ */
 static json_t *
 cmd_job_list(struct tally_dp *dp, json_t *req)
 {
@@ -267,7 +286,7 @@ cmd_job_list(struct tally_dp *dp, json_t *req)
 	(void)req;
 	pthread_mutex_lock(&dp->lock);
 	for (j = dp->jobs; j != NULL; j = j->next)
-		json_array_append_new(jobs, job_json(&j->job->conf));
+		json_array_append_new(jobs, job_json(dp, j->job));
 	pthread_mutex_unlock(&dp->lock);
 	return json_pack("{s:i, s:o}", "errno", 0, "jobs", jobs);
 }
@@ -303,15 +322,18 @@ cmd_stats(struct tally_dp *dp, json_t *req)
 		counters_json(dp, -1), "lcores", lcores);
 }
 
-/* ping: {} -> {"version", "steering", "workers", "udp_port"}. */
+/* ping: {} -> {"version", "steering", "workers", "ip", "udp_port"}. */
 static json_t *
 cmd_ping(struct tally_dp *dp, json_t *req)
 {
+	char ip[INET_ADDRSTRLEN];
+
 	(void)req;
-	return json_pack("{s:i, s:s, s:s, s:i, s:i}", "errno", 0, "version",
-		TALLY_VERSION, "steering", dp->steer_flow ? "rte_flow" :
-		"software", "workers", dp->nworkers, "udp_port",
-		ntohs(dp->self.port));
+	inet_ntop(AF_INET, &dp->self.ip, ip, sizeof(ip));
+	return json_pack("{s:i, s:s, s:s, s:i, s:s, s:i}", "errno", 0,
+		"version", TALLY_VERSION, "steering", dp->steer_flow ?
+		"rte_flow" : "software", "workers", dp->nworkers, "ip", ip,
+		"udp_port", ntohs(dp->self.port));
 }
 
 static json_t *cmd_list_commands(struct tally_dp *dp, json_t *req);

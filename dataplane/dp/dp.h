@@ -113,6 +113,13 @@ struct tally_dp_counter {
  */
 unsigned int tally_dp_counters(const struct tally_dp *dp, int index,
 	struct tally_dp_counter *out, unsigned int max);
+/*
+ * Fills up to max counters of job (its rows summed over worker lcores)
+ * and returns how many there are. The caller holds dp->lock.
+ */
+unsigned int tally_dp_job_counters(const struct tally_dp *dp,
+	const struct tally_job *job, struct tally_dp_counter *out,
+	unsigned int max);
 
 /* admin.c: the admin socket, served from the main lcore. */
 int tally_dp_admin_open(const char *path);

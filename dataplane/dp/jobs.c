@@ -5,6 +5,9 @@
  * change builds a new immutable table, swaps it in by pointer, waits for
  * every worker lcore to pass a quiescent state (RCU QSBR), and only then
  * frees the old table and any removed job. Lcores never lock.
+ *
+ * Each job gets a row of counters per worker lcore (job->ctr), allocated
+ * with it and freed with it, after the grace period.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -69,6 +72,35 @@ find(struct tally_dp *dp, uint16_t id)
 	return NULL;
 }
 
+/* A job of conf with its counter rows; NULL with errno set. */
+static struct tally_job *
+job_new(const struct tally_dp *dp, const struct tally_job_conf *conf)
+{
+	struct tally_job *job = tally_job_create(conf);
+
+	if (job == NULL)
+		return NULL;
+	job->ctr = rte_zmalloc("tally_job_ctr",
+		(size_t)RTE_MAX(dp->nworkers, 1) * sizeof(*job->ctr),
+		RTE_CACHE_LINE_SIZE);
+	if (job->ctr == NULL) {
+		tally_job_destroy(job);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return job;
+}
+
+/* Frees a job and its counter rows; no lcore may still see it. */
+static void
+job_free(struct tally_job *job)
+{
+	if (job == NULL)
+		return;
+	rte_free(job->ctr);
+	tally_job_destroy(job);
+}
+
 int
 tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf)
 {
@@ -89,7 +121,7 @@ tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf)
 		ret = -ENOMEM;
 		goto out;
 	}
-	j->job = tally_job_create(conf);
+	j->job = job_new(dp, conf);
 	if (j->job == NULL) {
 		ret = -errno;
 		free(j);
@@ -102,7 +134,7 @@ tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf)
 	if (ret != 0) {
 		dp->jobs = j->next;
 		dp->njobs--;
-		tally_job_destroy(j->job);
+		job_free(j->job);
 		free(j);
 	}
 out:
@@ -133,7 +165,7 @@ tally_dp_job_del(struct tally_dp *dp, uint16_t id)
 		dp->njobs++;
 		goto out;
 	}
-	tally_job_destroy(j->job);
+	job_free(j->job);
 	free(j);
 out:
 	pthread_mutex_unlock(&dp->lock);
@@ -150,7 +182,7 @@ tally_dp_jobs_fini(struct tally_dp *dp)
 		return;
 	for (j = dp->jobs; j != NULL; j = next) {
 		next = j->next;
-		tally_job_destroy(j->job);
+		job_free(j->job);
 		free(j);
 	}
 	dp->jobs = NULL;

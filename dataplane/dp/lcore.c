@@ -54,8 +54,11 @@ push(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	o->m[o->n++] = m;
 }
 
-/* One copy of body to dst, or a counter saying why not. */
-static void
+/*
+ * One copy of body to dst, or a counter saying why not. Returns 1 when
+ * the copy was queued, 0 when not.
+ */
+static int
 send_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	struct rte_mbuf *body, uint32_t ck, const struct rte_ether_addr *mac,
 	const struct tally_addr *dst)
@@ -64,37 +67,40 @@ send_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 
 	if (mac == NULL) {
 		lc->st.no_neigh++;
-		return;
+		return 0;
 	}
 	m = tally_net_to(dp->pool, dp->clone_pool, body, ck, &dp->self,
 		rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(dp->self.port) +
 			lc->index)), mac, dst);
 	if (m == NULL) {
 		lc->st.no_mbuf++;
-		return;
+		return 0;
 	}
 	/* Copies the payload once per member, only where the port needs. */
 	if (!dp->tx_chains && rte_pktmbuf_linearize(m) != 0) {
 		lc->st.no_mbuf++;
 		rte_pktmbuf_free(m);
-		return;
+		return 0;
 	}
 	lc->st.results++;
 	push(dp, lc, o, m);
+	return 1;
 }
 
 /*
  * Sends what verdict v asks for: the result to every member of the job,
  * or once to its multicast group (COMPLETE), or the result or a NACK back
  * to the sender (RESEND, NACK). The payload is written once into a body;
- * members get clones of it.
+ * members get clones of it. Result frames sent count in the job's row c.
  */
 static void
 answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
-	const struct tally_verdict *v, const struct tally_net_rx *rx)
+	const struct tally_verdict *v, const struct tally_net_rx *rx,
+	struct tally_job_ctr *c)
 {
 	const struct tally_job_conf *jc = &v->job->conf;
 	struct rte_mbuf *body;
+	unsigned int sent = 0;
 	uint32_t ck;
 
 	body = tally_net_body(dp->pool, &v->hdr, v->payload, v->payload_len,
@@ -108,16 +114,44 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		struct rte_ether_addr mac = { .addr_bytes = {
 			0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3] } };
 
-		send_to(dp, lc, o, body, ck, &mac, &jc->group);
+		sent = send_to(dp, lc, o, body, ck, &mac, &jc->group);
 	} else if (v->kind == TALLY_V_COMPLETE) {
 		for (unsigned int r = 0; r < jc->world; r++)
-			send_to(dp, lc, o, body, ck,
+			sent += send_to(dp, lc, o, body, ck,
 				tally_net_neigh_lookup(lc->neigh,
 					jc->members[r].ip), &jc->members[r]);
-	} else {
-		send_to(dp, lc, o, body, ck, &rx->src_mac, &rx->src);
+	} else if (send_to(dp, lc, o, body, ck, &rx->src_mac, &rx->src) &&
+			v->kind == TALLY_V_RESEND) {
+		sent = 1;
 	}
+	c->results += sent;
+	c->bytes_out += (uint64_t)sent * (TALLY_HDR_LEN + v->payload_len);
 	rte_pktmbuf_free(body);
+}
+
+/*
+ * Counts verdict k on packet rx into the job's row c: what was accepted
+ * (with its elements, read back from the wire header the engine decoded),
+ * completed, answered from a stored result, NACKed or refused. Duplicates
+ * of an open round (DROP with status OK) count nowhere here.
+ */
+static inline void
+count(struct tally_job_ctr *c, enum tally_verdict_kind k,
+	const struct tally_verdict *v, const struct tally_net_rx *rx)
+{
+	if (likely(k == TALLY_V_TAKEN || k == TALLY_V_COMPLETE)) {
+		c->contributions++;
+		c->elements += tally_ld_be16(rx->payload +
+			offsetof(struct tally_wire_hdr, count));
+		c->bytes_in += rx->len;
+		c->rounds += k == TALLY_V_COMPLETE;
+	} else if (k == TALLY_V_RESEND) {
+		c->resent++;
+	} else if (k == TALLY_V_NACK) {
+		c->nacks++;
+	} else {
+		c->drops += v->status != TALLY_ST_OK;
+	}
 }
 
 /* A tally frame of a slot this lcore owns. Consumes m. */
@@ -126,17 +160,24 @@ aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	struct rte_mbuf *m, const struct tally_net_rx *rx)
 {
 	const struct tally_jobtab *tab;
+	struct tally_job_ctr *c;
 	struct tally_verdict v;
 	enum tally_verdict_kind k;
 
 	tab = atomic_load_explicit(&dp->tab, memory_order_acquire);
 	k = tally_agg_process(tab, &lc->agg, rx->payload, rx->len, &rx->src,
 		&v);
+	if (v.job == NULL) {
+		rte_pktmbuf_free(m);
+		return;
+	}
+	c = &v.job->ctr[lc->index];
+	count(c, k, &v, rx);
 	/* Proven members (and their duplicates) teach us their MAC. */
-	if (k != TALLY_V_DROP || (v.job != NULL && v.status == TALLY_ST_OK))
+	if (k != TALLY_V_DROP || v.status == TALLY_ST_OK)
 		tally_net_neigh_learn(lc->neigh, rx->src.ip, &rx->src_mac);
 	if (k >= TALLY_V_COMPLETE)
-		answer(dp, lc, o, &v, rx);
+		answer(dp, lc, o, &v, rx, c);
 	rte_pktmbuf_free(m);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Counters by name, summed over worker lcores or of one lcore. Readers
+ * Counters by name, summed over worker lcores or of one lcore, and the
+ * counters of each job, summed over its rows. Readers
  * (admin socket, telemetry) run beside the lcores and read 64-bit words
  * the lcores write; on x86-64 an aligned word is read whole, so a value
  * may be a burst old but never torn.
@@ -88,4 +89,29 @@ tally_dp_counters(const struct tally_dp *dp, int index,
 		n++;
 	}
 	return n;
+}
+
+#define JOB(f) { #f, offsetof(struct tally_job_ctr, f) }
+
+static const struct field job_fields[] = {
+	JOB(contributions), JOB(elements), JOB(bytes_in), JOB(rounds),
+	JOB(results), JOB(bytes_out), JOB(resent), JOB(nacks), JOB(drops),
+};
+
+#define NJOB_FIELDS (sizeof(job_fields) / sizeof(job_fields[0]))
+
+unsigned int
+tally_dp_job_counters(const struct tally_dp *dp, const struct tally_job *job,
+	struct tally_dp_counter *out, unsigned int max)
+{
+	for (unsigned int k = 0; k < NJOB_FIELDS && k < max; k++) {
+		uint64_t v = 0;
+
+		for (uint16_t i = 0; i < dp->nworkers; i++)
+			v += *(const volatile uint64_t *)((const char *)
+				&job->ctr[i] + job_fields[k].off);
+		out[k].name = job_fields[k].name;
+		out[k].value = v;
+	}
+	return NJOB_FIELDS;
 }

@@ -3,8 +3,10 @@
  * DPDK telemetry commands (dpdk-telemetry.py, or the telemetry socket):
  *   /tally/stats          counters summed over worker lcores
  *   /tally/stats,N        counters of worker N
- *   /tally/jobs           every job: world, window, max_elems, narrow
- * Callbacks run on DPDK's telemetry thread, beside the lcores.
+ *   /tally/jobs           every job: world, window, max_elems, narrow and
+ *                         its counters (summed over lcores)
+ * Callbacks run on DPDK's telemetry thread, beside the lcores. Telemetry
+ * nests one level only, so a job's counters sit beside its settings.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,8 @@ tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 	for (j = the_dp->jobs; j != NULL; j = j->next) {
 		const struct tally_job_conf *c = &j->job->conf;
 		struct rte_tel_data *o = rte_tel_data_alloc();
+		struct tally_dp_counter ctr[16];
+		unsigned int n;
 		char key[16];
 
 		if (o == NULL)
@@ -59,6 +63,10 @@ tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(o, "window", c->window);
 		rte_tel_data_add_dict_u64(o, "max_elems", c->max_elems);
 		rte_tel_data_add_dict_u64(o, "narrow", c->narrow);
+		n = tally_dp_job_counters(the_dp, j->job, ctr, 16);
+		for (unsigned int i = 0; i < n && i < 16; i++)
+			rte_tel_data_add_dict_u64(o, ctr[i].name,
+				ctr[i].value);
 		snprintf(key, sizeof(key), "%u", c->id);
 		rte_tel_data_add_dict_container(d, key, o, 0);
 	}
