@@ -5,7 +5,8 @@
  * failure, "error" with a sentence. tallyd programs tally-dp through it;
  * tests use it directly. Served from the main lcore, never an lcore.
  *
- * Requests: {"cmd": NAME, ...}; see the command table for each.
+ * Requests: {"cmd": NAME, ...}; admin_parse.c parses and checks them
+ * (and names each command's keys), this file serves and executes them.
  */
 #include <errno.h>
 #include <poll.h>
@@ -21,17 +22,12 @@
 
 #include <jansson.h>
 
+#include "admin_parse.h"
 #include "dp.h"
 #include "tally_config.h"
 
 #define MAX_CLIENTS 16
 #define MAX_MSG (64 * 1024)
-
-struct command {
-	const char *name;
-	json_t *(*fn)(struct tally_dp *dp, json_t *req);
-	const char *usage;
-};
 
 static json_t *
 reply_err(int err, const char *fmt, ...)
@@ -55,154 +51,18 @@ reply_ok(void)
 	return json_pack("{s:i}", "errno", 0);
 }
 
-/* Reads integer key k of o into *v, checking lo..hi; def when absent. */
-static int
-get_int(json_t *o, const char *k, json_int_t lo, json_int_t hi,
-	json_int_t def, json_int_t *v, char *why, size_t wlen)
-{
-	json_t *x = json_object_get(o, k);
-
-	if (x == NULL) {
-		if (def < lo) {
-			snprintf(why, wlen, "'%s' is required", k);
-			return -EINVAL;
-		}
-		*v = def;
-		return 0;
-	}
-	if (!json_is_integer(x) || json_integer_value(x) < lo ||
-			json_integer_value(x) > hi) {
-		snprintf(why, wlen, "'%s' must be an integer in %lld..%lld", k,
-			(long long)lo, (long long)hi);
-		return -EINVAL;
-	}
-	*v = json_integer_value(x);
-	return 0;
-}
-
-static int
-parse_token(json_t *o, uint64_t *token, char *why, size_t wlen)
-{
-	const char *s = json_string_value(json_object_get(o, "token"));
-
-	if (s == NULL || strlen(s) != 16 ||
-			strspn(s, "0123456789abcdefABCDEF") != 16) {
-		snprintf(why, wlen, "'token' must be 16 hex digits");
-		return -EINVAL;
-	}
-	*token = strtoull(s, NULL, 16);
-	return 0;
-}
-
-static int
-parse_members(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
-{
-	json_t *arr = json_object_get(o, "members"), *m;
-	size_t i;
-
-	if (!json_is_array(arr) || json_array_size(arr) != c->world) {
-		snprintf(why, wlen, "'members' must be an array of 'world' "
-			"(%u) {\"ip\", \"port\"} objects, by rank", c->world);
-		return -EINVAL;
-	}
-	json_array_foreach(arr, i, m) {
-		const char *ip = json_string_value(json_object_get(m, "ip"));
-		json_t *port = json_object_get(m, "port");
-		struct in_addr a;
-
-		if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1 ||
-				a.s_addr == 0) {
-			snprintf(why, wlen, "member %zu: 'ip' must be an "
-				"IPv4 address", i);
-			return -EINVAL;
-		}
-		if (!json_is_integer(port) || json_integer_value(port) < 1 ||
-				json_integer_value(port) > 65535) {
-			snprintf(why, wlen, "member %zu: 'port' must be "
-				"1..65535", i);
-			return -EINVAL;
-		}
-		c->members[i].ip = a.s_addr;
-		c->members[i].port = htons((uint16_t)json_integer_value(port));
-	}
-	return 0;
-}
-
-static const char *const job_keys[] = {
-	"cmd", "id", "token", "world", "window", "max_elems", "narrow",
-	"members", "group", NULL,
-};
-
-/* "group": {"ip": a multicast address, "port"}; absent: unicast. */
-static int
-parse_group(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
-{
-	json_t *g = json_object_get(o, "group"), *port;
-	const char *ip;
-	struct in_addr a;
-
-	if (g == NULL)
-		return 0;
-	ip = json_string_value(json_object_get(g, "ip"));
-	port = json_object_get(g, "port");
-	if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1 ||
-			!IN_MULTICAST(ntohl(a.s_addr))) {
-		snprintf(why, wlen, "'group': 'ip' must be an IPv4 multicast "
-			"address (224.0.0.0/4)");
-		return -EINVAL;
-	}
-	if (!json_is_integer(port) || json_integer_value(port) < 1 ||
-			json_integer_value(port) > 65535) {
-		snprintf(why, wlen, "'group': 'port' must be 1..65535");
-		return -EINVAL;
-	}
-	c->group.ip = a.s_addr;
-	c->group.port = htons((uint16_t)json_integer_value(port));
-	return 0;
-}
-
 /*
- * job_add: {"id", "token": 16 hex digits, "world", "window" (64),
- * "max_elems" (256), "narrow" (false), "members": [{"ip", "port"}...]}.
+ * job_add: the job the request describes (admin_parse.c checks it),
+ * added to the table.
  */
 static json_t *
 cmd_job_add(struct tally_dp *dp, json_t *req)
 {
-	struct tally_job_conf c = { 0 };
-	json_int_t id, world, window, elems;
-	json_t *narrow = json_object_get(req, "narrow");
-	const char *k;
-	json_t *val;
-	char why[160] = "";
+	struct tally_job_conf c;
+	char why[256];
 	int ret;
 
-	json_object_foreach(req, k, val) {
-		unsigned int i;
-
-		for (i = 0; job_keys[i] != NULL; i++)
-			if (strcmp(k, job_keys[i]) == 0)
-				break;
-		if (job_keys[i] == NULL)
-			return reply_err(EINVAL, "unknown key '%s'", k);
-	}
-	if (get_int(req, "id", 0, UINT16_MAX, -1, &id, why, sizeof(why)) ||
-			get_int(req, "world", 1, TALLY_MAX_WORKERS, -1, &world,
-				why, sizeof(why)) ||
-			get_int(req, "window", 1, TALLY_MAX_WINDOW, 64, &window,
-				why, sizeof(why)) ||
-			get_int(req, "max_elems", 1, TALLY_MAX_ELEMS,
-				TALLY_DEFAULT_ELEMS, &elems, why, sizeof(why)) ||
-			parse_token(req, &c.token, why, sizeof(why)))
-		return reply_err(EINVAL, "%s", why);
-	if (narrow != NULL && !json_is_boolean(narrow))
-		return reply_err(EINVAL, "'narrow' must be true or false");
-	c.id = (uint16_t)id;
-	c.world = (uint8_t)world;
-	c.window = (uint16_t)window;
-	c.max_elems = (uint16_t)elems;
-	c.narrow = json_is_true(narrow);
-	if (parse_members(req, &c, why, sizeof(why)) != 0 ||
-			parse_group(req, &c, why, sizeof(why)) != 0)
+	if (tally_admin_parse_job_add(req, &c, why, sizeof(why)) != 0)
 		return reply_err(EINVAL, "%s", why);
 	ret = tally_dp_job_add(dp, &c);
 	if (ret == -EEXIST)
@@ -219,22 +79,21 @@ cmd_job_add(struct tally_dp *dp, json_t *req)
 static json_t *
 cmd_job_del(struct tally_dp *dp, json_t *req)
 {
-	json_int_t id;
-	char why[160];
+	char why[256];
+	uint16_t id;
 	int ret;
 
-	if (get_int(req, "id", 0, UINT16_MAX, -1, &id, why, sizeof(why)))
+	if (tally_admin_parse_job_del(req, &id, why, sizeof(why)) != 0)
 		return reply_err(EINVAL, "%s", why);
-	ret = tally_dp_job_del(dp, (uint16_t)id);
+	ret = tally_dp_job_del(dp, id);
 	if (ret == -ENOENT)
-		return reply_err(ENOENT, "no job %lld", (long long)id);
+		return reply_err(ENOENT, "no job %u", id);
 	if (ret != 0)
-		return reply_err(-ret, "cannot delete job %lld: %s",
-			(long long)id, strerror(-ret));
+		return reply_err(-ret, "cannot delete job %u: %s", id,
+			strerror(-ret));
 	return reply_ok();
 }
 
-/* The job's counters, summed over lcores. Called under dp->lock. */
 static json_t *
 job_counters_json(const struct tally_dp *dp, const struct tally_job *job)
 {
@@ -338,16 +197,15 @@ cmd_ping(struct tally_dp *dp, json_t *req)
 
 static json_t *cmd_list_commands(struct tally_dp *dp, json_t *req);
 
-static const struct command commands[] = {
-	{ "ping", cmd_ping, "{}" },
-	{ "job_add", cmd_job_add, "{\"id\", \"token\", \"world\", "
-		"\"window\"?, \"max_elems\"?, \"narrow\"?, \"members\": "
-		"[{\"ip\", \"port\"}, ...], \"group\"?: {\"ip\", "
-		"\"port\"}}" },
-	{ "job_del", cmd_job_del, "{\"id\"}" },
-	{ "job_list", cmd_job_list, "{}" },
-	{ "stats", cmd_stats, "{}" },
-	{ "list_commands", cmd_list_commands, "{}" },
+/* What each command does, by admin_parse.h's command ids. */
+static json_t *(*const handlers[TALLY_ADMIN_CMD_MAX_])(struct tally_dp *dp,
+	json_t *req) = {
+	[TALLY_ADMIN_PING] = cmd_ping,
+	[TALLY_ADMIN_JOB_ADD] = cmd_job_add,
+	[TALLY_ADMIN_JOB_DEL] = cmd_job_del,
+	[TALLY_ADMIN_JOB_LIST] = cmd_job_list,
+	[TALLY_ADMIN_STATS] = cmd_stats,
+	[TALLY_ADMIN_LIST_COMMANDS] = cmd_list_commands,
 };
 
 static json_t *
@@ -357,37 +215,26 @@ cmd_list_commands(struct tally_dp *dp, json_t *req)
 
 	(void)dp;
 	(void)req;
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		json_object_set_new(o, commands[i].name,
-			json_string(commands[i].usage));
+	for (unsigned int i = 0; i < TALLY_ADMIN_CMD_MAX_; i++)
+		json_object_set_new(o, tally_admin_cmd_name(i),
+			json_string(tally_admin_cmd_usage(i)));
 	return json_pack("{s:i, s:o}", "errno", 0, "commands", o);
 }
 
 char *
 tally_dp_admin_handle(struct tally_dp *dp, const char *req, size_t len)
 {
-	json_error_t jerr;
-	json_t *in, *out = NULL;
-	const char *cmd;
+	enum tally_admin_cmd cmd;
+	json_t *in, *out;
+	char why[256];
 	char *text;
+	int ret;
 
-	in = json_loadb(req, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (in == NULL) {
-		out = reply_err(EINVAL, "invalid JSON: %s (at byte %d)",
-			jerr.text, jerr.position);
-	} else if (!json_is_object(in) || (cmd = json_string_value(
-			json_object_get(in, "cmd"))) == NULL) {
-		out = reply_err(EINVAL, "a request is an object with a "
-			"string \"cmd\"");
-	} else {
-		for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]);
-				i++)
-			if (strcmp(cmd, commands[i].name) == 0)
-				out = commands[i].fn(dp, in);
-		if (out == NULL)
-			out = reply_err(EOPNOTSUPP, "unknown command '%s' "
-				"(try list_commands)", cmd);
-	}
+	ret = tally_admin_parse(req, len, &in, &cmd, why, sizeof(why));
+	if (ret != 0)
+		out = reply_err(-ret, "%s", why);
+	else
+		out = handlers[cmd](dp, in);
 	json_decref(in);
 	text = json_dumps(out, JSON_COMPACT);
 	json_decref(out);

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "admin_parse.h"
+
+struct command {
+	const char *name;
+	const char *usage;
+};
+
+static const struct command commands[TALLY_ADMIN_CMD_MAX_] = {
+	[TALLY_ADMIN_PING] = { "ping", "{}" },
+	[TALLY_ADMIN_JOB_ADD] = { "job_add", "{\"id\", \"token\", "
+		"\"world\", \"window\"?, \"max_elems\"?, \"narrow\"?, "
+		"\"members\": [{\"ip\", \"port\"}, ...], \"group\"?: "
+		"{\"ip\", \"port\"}}" },
+	[TALLY_ADMIN_JOB_DEL] = { "job_del", "{\"id\"}" },
+	[TALLY_ADMIN_JOB_LIST] = { "job_list", "{}" },
+	[TALLY_ADMIN_STATS] = { "stats", "{}" },
+	[TALLY_ADMIN_LIST_COMMANDS] = { "list_commands", "{}" },
+};
+
+const char *
+tally_admin_cmd_name(enum tally_admin_cmd cmd)
+{
+	return (unsigned int)cmd < TALLY_ADMIN_CMD_MAX_ ?
+		commands[cmd].name : NULL;
+}
+
+const char *
+tally_admin_cmd_usage(enum tally_admin_cmd cmd)
+{
+	return (unsigned int)cmd < TALLY_ADMIN_CMD_MAX_ ?
+		commands[cmd].usage : NULL;
+}
+
+static int
+fail(int err, char *why, size_t wlen, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Writes the sentence into why and returns -err. */
+static int
+fail(int err, char *why, size_t wlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (wlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(why, wlen, fmt, ap);
+		va_end(ap);
+	}
+	return -err;
+}
+
+int
+tally_admin_parse(const char *text, size_t len, json_t **req,
+	enum tally_admin_cmd *cmd, char *why, size_t wlen)
+{
+	json_error_t jerr;
+	const char *name;
+	json_t *in;
+
+	*req = NULL;
+	in = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (in == NULL)
+		return fail(EINVAL, why, wlen, "invalid JSON: %s (at byte %d)",
+			jerr.text, jerr.position);
+	name = json_string_value(json_object_get(in, "cmd"));
+	if (!json_is_object(in) || name == NULL) {
+		json_decref(in);
+		return fail(EINVAL, why, wlen, "a request is an object with a "
+			"string \"cmd\"");
+	}
+	for (unsigned int i = 0; i < TALLY_ADMIN_CMD_MAX_; i++) {
+		if (strcmp(name, commands[i].name) == 0) {
+			*cmd = (enum tally_admin_cmd)i;
+			*req = in;
+			return 0;
+		}
+	}
+	fail(EOPNOTSUPP, why, wlen, "unknown command '%s' (try "
+		"list_commands)", name);
+	json_decref(in);
+	return -EOPNOTSUPP;
+}
+
+/* Reads integer key k of o into *v, checking lo..hi; def when absent. */
+static int
+get_int(json_t *o, const char *k, json_int_t lo, json_int_t hi,
+	json_int_t def, json_int_t *v, char *why, size_t wlen)
+{
+	json_t *x = json_object_get(o, k);
+
+	if (x == NULL) {
+		if (def < lo)
+			return fail(EINVAL, why, wlen, "'%s' is required", k);
+		*v = def;
+		return 0;
+	}
+	if (!json_is_integer(x) || json_integer_value(x) < lo ||
+			json_integer_value(x) > hi)
+		return fail(EINVAL, why, wlen, "'%s' must be an integer in "
+			"%lld..%lld", k, (long long)lo, (long long)hi);
+	*v = json_integer_value(x);
+	return 0;
+}
+
+static int
+parse_token(json_t *o, uint64_t *token, char *why, size_t wlen)
+{
+	const char *s = json_string_value(json_object_get(o, "token"));
+
+	if (s == NULL || strlen(s) != 16 ||
+			strspn(s, "0123456789abcdefABCDEF") != 16)
+		return fail(EINVAL, why, wlen, "'token' must be 16 hex digits");
+	*token = strtoull(s, NULL, 16);
+	return 0;
+}
+
+/* A UDP port of 1..65535 in o's "port", into *port in network order. */
+static int
+get_port(json_t *o, uint16_t *port)
+{
+	json_t *p = json_object_get(o, "port");
+
+	if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+			json_integer_value(p) > 65535)
+		return -EINVAL;
+	*port = htons((uint16_t)json_integer_value(p));
+	return 0;
+}
+
+static int
+parse_members(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
+{
+	json_t *arr = json_object_get(o, "members"), *m;
+	size_t i;
+
+	if (!json_is_array(arr) || json_array_size(arr) != c->world)
+		return fail(EINVAL, why, wlen, "'members' must be an array of "
+			"'world' (%u) {\"ip\", \"port\"} objects, by rank",
+			c->world);
+	json_array_foreach(arr, i, m) {
+		const char *ip = json_string_value(json_object_get(m, "ip"));
+		struct in_addr a;
+
+		if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1 ||
+				a.s_addr == 0)
+			return fail(EINVAL, why, wlen, "member %zu: 'ip' must "
+				"be an IPv4 address", i);
+		if (get_port(m, &c->members[i].port) != 0)
+			return fail(EINVAL, why, wlen, "member %zu: 'port' "
+				"must be 1..65535", i);
+		c->members[i].ip = a.s_addr;
+	}
+	return 0;
+}
+
+/* "group": {"ip": a multicast address, "port"}; absent: unicast. */
+static int
+parse_group(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
+{
+	json_t *g = json_object_get(o, "group");
+	const char *ip;
+	struct in_addr a;
+
+	if (g == NULL)
+		return 0;
+	ip = json_string_value(json_object_get(g, "ip"));
+	if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1 ||
+			!IN_MULTICAST(ntohl(a.s_addr)))
+		return fail(EINVAL, why, wlen, "'group': 'ip' must be an IPv4 "
+			"multicast address (224.0.0.0/4)");
+	if (get_port(g, &c->group.port) != 0)
+		return fail(EINVAL, why, wlen, "'group': 'port' must be "
+			"1..65535");
+	c->group.ip = a.s_addr;
+	return 0;
+}
+
+static const char *const job_keys[] = {
+	"cmd", "id", "token", "world", "window", "max_elems", "narrow",
+	"members", "group", NULL,
+};
+
+/* The first key of o that job_add does not know, or NULL. */
+static const char *
+unknown_key(json_t *o)
+{
+	const char *k;
+	json_t *val;
+
+	json_object_foreach(o, k, val) {
+		unsigned int i;
+
+		for (i = 0; job_keys[i] != NULL; i++)
+			if (strcmp(k, job_keys[i]) == 0)
+				break;
+		if (job_keys[i] == NULL)
+			return k;
+	}
+	return NULL;
+}
+
+int
+tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c, char *why,
+	size_t wlen)
+{
+	json_int_t id = 0, world = 0, window = 0, elems = 0;
+	json_t *narrow = json_object_get(req, "narrow");
+	const char *k;
+
+	memset(c, 0, sizeof(*c));
+	if ((k = unknown_key(req)) != NULL)
+		return fail(EINVAL, why, wlen, "unknown key '%s'", k);
+	if (get_int(req, "id", 0, UINT16_MAX, -1, &id, why, wlen) ||
+			get_int(req, "world", 1, TALLY_MAX_WORKERS, -1, &world,
+				why, wlen) ||
+			get_int(req, "window", 1, TALLY_MAX_WINDOW, 64, &window,
+				why, wlen) ||
+			get_int(req, "max_elems", 1, TALLY_MAX_ELEMS,
+				TALLY_DEFAULT_ELEMS, &elems, why, wlen) ||
+			parse_token(req, &c->token, why, wlen))
+		return -EINVAL;
+	if (narrow != NULL && !json_is_boolean(narrow))
+		return fail(EINVAL, why, wlen, "'narrow' must be true or false");
+	c->id = (uint16_t)id;
+	c->world = (uint8_t)world;
+	c->window = (uint16_t)window;
+	c->max_elems = (uint16_t)elems;
+	c->narrow = json_is_true(narrow);
+	if (parse_members(req, c, why, wlen) != 0 ||
+			parse_group(req, c, why, wlen) != 0)
+		return -EINVAL;
+	return 0;
+}
+
+int
+tally_admin_parse_job_del(json_t *req, uint16_t *id, char *why, size_t wlen)
+{
+	json_int_t v = 0;
+
+	if (get_int(req, "id", 0, UINT16_MAX, -1, &v, why, wlen) != 0)
+		return -EINVAL;
+	*id = (uint16_t)v;
+	return 0;
+}
