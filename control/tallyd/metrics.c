@@ -364,7 +364,7 @@ job_family(struct render *r, const json_t *const *jobs, size_t n,
 				ckey) : json_object_get(jobs[i], key);
 
 		if (sample_json(r, &f, o)) {
-			label(r, "job", json_string_value(
+			label(r, "tally_job", json_string_value(
 				json_object_get(jobs[i], "name")));
 			sample_end(r);
 		}
@@ -402,7 +402,7 @@ render_job_families(struct render *r, const json_t *const *jobs, size_t n)
 
 		if (!sample_begin(r, &info, "1"))
 			continue;
-		label(r, "job", json_string_value(
+		label(r, "tally_job", json_string_value(
 			json_object_get(jobs[i], "name")));
 		if (json_is_integer(id))
 			label_int(r, "id", json_integer_value(id));

@@ -92,8 +92,8 @@ if command -v promtool >/dev/null 2>&1; then
 	promtool check metrics <"$WORK/metrics.txt" >/dev/null 2>&1
 	ok $? "promtool check metrics"
 fi
-grep -q "^tally_job_rounds_total{job=\"train\"} $rounds$" "$WORK/metrics.txt" ||
-	grep -q "^tally_job_rounds_total{job=\"train\"} [1-9]" "$WORK/metrics.txt"
+grep -q "^tally_job_rounds_total{tally_job=\"train\"} $rounds$" "$WORK/metrics.txt" ||
+	grep -q "^tally_job_rounds_total{tally_job=\"train\"} [1-9]" "$WORK/metrics.txt"
 ok $? "metrics carry the job's rounds"
 
 # --- bad joins, each with its own error ----------------------------------
@@ -206,7 +206,7 @@ done
 kill -KILL "$DP_PID"
 wait "$DP_PID" 2>/dev/null
 DP_PID=
-sleep 1
+sleep 2		# past the workers' 1.5 s timeout: the allreduce must fail
 rm -rf "/var/run/dpdk/tally-e2e-$$"
 dp_start
 ok $? "tally-dp killed mid-allreduce and started again"

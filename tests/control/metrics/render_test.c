@@ -123,23 +123,23 @@ full_stats(void **state)
 	has(text, "\ntallyd_dp_reprograms_total 1\n");
 	has(text, "\ntallyd_dp_errors_total 0\n");
 
-	has(text, "\ntally_job_info{job=\"resnet\",id=\"1\","
+	has(text, "\ntally_job_info{tally_job=\"resnet\",id=\"1\","
 		"state=\"ready\"} 1\n");
-	has(text, "\ntally_job_info{job=\"bert.v2\",id=\"2\","
+	has(text, "\ntally_job_info{tally_job=\"bert.v2\",id=\"2\","
 		"state=\"forming\"} 1\n");
-	has(text, "\ntally_job_world{job=\"bert.v2\"} 8\n");
-	has(text, "\ntally_job_joined{job=\"bert.v2\"} 3\n");
-	has(text, "\ntally_job_epoch{job=\"resnet\"} 2\n");
-	has(text, "\ntally_job_contributions_total{job=\"resnet\"} 400\n");
-	has(text, "\ntally_job_elements_total{job=\"resnet\"} 102400\n");
-	has(text, "\ntally_job_received_bytes_total{job=\"resnet\"} 4096\n");
-	has(text, "\ntally_job_rounds_total{job=\"resnet\"} 100\n");
-	has(text, "\ntally_job_results_total{job=\"resnet\"} 400\n");
-	has(text, "\ntally_job_sent_bytes_total{job=\"resnet\"} 8192\n");
-	has(text, "\ntally_job_resent_total{job=\"resnet\"} 3\n");
-	has(text, "\ntally_job_nacks_total{job=\"resnet\"} 1\n");
-	has(text, "\ntally_job_drops_total{job=\"resnet\"} 7\n");
-	has(text, "\ntally_job_drops_total{job=\"bert.v2\"} 0\n");
+	has(text, "\ntally_job_world{tally_job=\"bert.v2\"} 8\n");
+	has(text, "\ntally_job_joined{tally_job=\"bert.v2\"} 3\n");
+	has(text, "\ntally_job_epoch{tally_job=\"resnet\"} 2\n");
+	has(text, "\ntally_job_contributions_total{tally_job=\"resnet\"} 400\n");
+	has(text, "\ntally_job_elements_total{tally_job=\"resnet\"} 102400\n");
+	has(text, "\ntally_job_received_bytes_total{tally_job=\"resnet\"} 4096\n");
+	has(text, "\ntally_job_rounds_total{tally_job=\"resnet\"} 100\n");
+	has(text, "\ntally_job_results_total{tally_job=\"resnet\"} 400\n");
+	has(text, "\ntally_job_sent_bytes_total{tally_job=\"resnet\"} 8192\n");
+	has(text, "\ntally_job_resent_total{tally_job=\"resnet\"} 3\n");
+	has(text, "\ntally_job_nacks_total{tally_job=\"resnet\"} 1\n");
+	has(text, "\ntally_job_drops_total{tally_job=\"resnet\"} 7\n");
+	has(text, "\ntally_job_drops_total{tally_job=\"bert.v2\"} 0\n");
 	assert_int_equal(count_of(text, "bytes_in"), 0);
 
 	has(text, "\ntally_dp_rx_total{lcore=\"1\"} 100\n");
@@ -179,7 +179,7 @@ dp_down(void **state)
 	text = render_checked(t, jobs, NULL);
 	has(text, "\ntallyd_dp_up 0\n");
 	has(text, "\ntallyd_uptime_seconds 12\n");
-	has(text, "\ntally_job_rounds_total{job=\"resnet\"} 100\n");
+	has(text, "\ntally_job_rounds_total{tally_job=\"resnet\"} 100\n");
 	assert_int_equal(count_of(text, "tally_dp_"), 0);
 	free(text);
 
@@ -216,9 +216,9 @@ label_escaping(void **state)
 
 	(void)state;
 	text = render_checked(t, jobs, NULL);
-	has(text, "\ntally_job_info{job=\"a\\\"b\\\\c\\nd\",id=\"3\","
+	has(text, "\ntally_job_info{tally_job=\"a\\\"b\\\\c\\nd\",id=\"3\","
 		"state=\"we\\\"ird\"} 1\n");
-	has(text, "\ntally_job_rounds_total{job=\"a\\\"b\\\\c\\nd\"} 5\n");
+	has(text, "\ntally_job_rounds_total{tally_job=\"a\\\"b\\\\c\\nd\"} 5\n");
 	has(text, "\ntallyd_join_failures_total{reason=\"x\\\"y\"} 1\n");
 	free(text);
 	json_decref(jobs);
@@ -301,15 +301,15 @@ odd_values(void **state)
 	has(text, "\ntallyd_dp_up 1\n");
 
 	/* Jobs: the first "j1" only, its odd values left out. */
-	has(text, "\ntally_job_info{job=\"j1\"} 1\n");
-	has(text, "\ntally_job_joined{job=\"j1\"} -1\n");
+	has(text, "\ntally_job_info{tally_job=\"j1\"} 1\n");
+	has(text, "\ntally_job_joined{tally_job=\"j1\"} -1\n");
 	assert_int_equal(count_of(text, "tally_job_world{"), 0);
-	has(text, "\ntally_job_info{job=\"j2\"} 1\n");
+	has(text, "\ntally_job_info{tally_job=\"j2\"} 1\n");
 	assert_int_equal(count_of(text, "tally_job_rounds_total{"), 0);
-	has(text, "\ntally_job_nacks_total{job=\"j2\"} 1.5\n");
+	has(text, "\ntally_job_nacks_total{tally_job=\"j2\"} 1.5\n");
 	assert_int_equal(count_of(text, "tally_job_drops_total{"), 0);
-	has(text, "\ntally_job_frobs_total{job=\"j2\"} 4\n");
-	has(text, "\ntally_job_a_b_total{job=\"j2\"} 2\n");
+	has(text, "\ntally_job_frobs_total{tally_job=\"j2\"} 4\n");
+	has(text, "\ntally_job_a_b_total{tally_job=\"j2\"} 2\n");
 	/* "received_bytes" would be bytes_in's family: the first keeps it. */
 	assert_int_equal(count_of(text, "tally_job_received_bytes_total{"), 0);
 
@@ -380,7 +380,7 @@ large(void **state)
 	}
 	dp = json_pack("{s:o}", "lcores", lcores);
 	text = render_checked(NULL, jobs, dp);
-	has(text, "\ntally_job_info{job=\"job-63\",id=\"64\","
+	has(text, "\ntally_job_info{tally_job=\"job-63\",id=\"64\","
 		"state=\"ready\"} 1\n");
 	has(text, "\ntally_dp_drops_total{lcore=\"31\",reason=\"net_runt\"} "
 		"0\n");
