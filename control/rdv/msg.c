@@ -307,8 +307,10 @@ tally_rdv_parse(const void *buf, size_t len, struct tally_rdv_msg *m,
 		if (strcmp(op, ops[i].name) == 0)
 			break;
 	if (i == NOPS) {
+		/* op is o's: say why before letting o go. */
+		ret = fail(why, wlen, "unknown op '%.32s'", op);
 		json_decref(o);
-		return fail(why, wlen, "unknown op '%.32s'", op);
+		return ret;
 	}
 	m->op = (enum tally_rdv_op)i;
 	ret = check_keys(o, m->op, why, wlen);

@@ -117,18 +117,6 @@ fold_max_i32(i32l *restrict l, const i32u *restrict p, unsigned int n)
 		l[i] = p[i] > l[i] ? p[i] : l[i];
 }
 
-void
-tally_lanes_init(uint32_t *lanes, const void *payload, enum tally_lane_op op,
-	unsigned int enc, unsigned int n)
-{
-	if (enc == TALLY_ENC_F32 || enc == TALLY_ENC_I32 || op == TALLY_OP_MAX) {
-		memcpy(lanes, payload, (size_t)n * 4);
-		return;
-	}
-	memset(lanes, 0, (size_t)n * 4);
-	tally_lanes_fold(lanes, payload, op, enc, n);
-}
-
 TALLY_MV void
 tally_lanes_fold(uint32_t *lanes, const void *payload, enum tally_lane_op op,
 	unsigned int enc, unsigned int n)
@@ -160,6 +148,20 @@ tally_lanes_fold(uint32_t *lanes, const void *payload, enum tally_lane_op op,
 		fold_sum_sign(lanes, payload, n);
 		break;
 	}
+}
+
+/* After tally_lanes_fold(): clang wants a multiversioned function
+ * defined before its first call. */
+void
+tally_lanes_init(uint32_t *lanes, const void *payload, enum tally_lane_op op,
+	unsigned int enc, unsigned int n)
+{
+	if (enc == TALLY_ENC_F32 || enc == TALLY_ENC_I32 || op == TALLY_OP_MAX) {
+		memcpy(lanes, payload, (size_t)n * 4);
+		return;
+	}
+	memset(lanes, 0, (size_t)n * 4);
+	tally_lanes_fold(lanes, payload, op, enc, n);
 }
 
 static inline int32_t

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libFuzzer target: control-socket requests (ctl_parse.c), what tallyd
+ * parses from every tallyctl (and anyone else in the socket's group).
+ * Every input must be parsed or refused with a reason; an accepted
+ * request must hold values inside the documented ranges.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tally/proto.h"
+#include "ctl_parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct tallyd_ctl_req r;
+	char why[200] = "";
+	int rc;
+
+	rc = tallyd_ctl_parse((const char *)data, size, &r, why, sizeof(why));
+	if (rc != 0) {
+		if ((rc != -EINVAL && rc != -EOPNOTSUPP) || why[0] == '\0')
+			abort();
+		return 0;
+	}
+	if (r.cmd >= TALLYD_CTL_MAX_)
+		abort();
+	if ((r.cmd == TALLYD_CTL_JOB_CREATE || r.cmd == TALLYD_CTL_JOB_SHOW ||
+			r.cmd == TALLYD_CTL_JOB_DELETE) &&
+			!tally_rdv_name_ok(r.name))
+		abort();
+	if (r.cmd == TALLYD_CTL_JOB_CREATE && (r.world < 1 ||
+			r.world > TALLY_MAX_WORKERS || r.window < 1 ||
+			r.window > 32768 || r.max_elems < 1 ||
+			r.max_elems > TALLY_MAX_ELEMS ||
+			(r.group_ip != 0 && (r.group_ip >> 28) != 0xe)))
+		abort();
+	return 0;
+}
