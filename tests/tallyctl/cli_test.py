@@ -363,13 +363,17 @@ def usage_errors(srv, S):
         (["top", "--interval", "1e1"], "--interval: '1e1'"),
         (["top", "--count", "-1"], "--count: '-1'"),
         (["help", "frob"], "unknown command 'frob'"),
+        (["job", "show", "\udcff"], "NAME is not valid UTF-8"),
+        (["job", "create", "\udcff", "--world", "1"],
+         "NAME is not valid UTF-8"),
     ]
     for args, why in cases:
         srv.reset()
         rc, out, err = run(*S, *args)
         ok(rc == 2 and out == "" and err.startswith("tallyctl: " + why) and
            "\nUsage: tallyctl" in err and srv.requests == [],
-           "usage error, exit 2: tallyctl %s" % " ".join(args),
+           "usage error, exit 2: tallyctl %s" % " ".join(args).encode(
+               "ascii", "backslashreplace").decode(),
            *show(rc, out, err), srv.requests)
     rc, out, err = run(*S, "job")
     ok("Usage: tallyctl job COMMAND" in err and "  job delete NAME" in err,

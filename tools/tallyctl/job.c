@@ -102,6 +102,8 @@ create_args(struct tallyctl *g, int argc, char **argv, struct create_args *a)
 		if (a->name != NULL)
 			return tallyctl_usage_error(g, "unexpected argument "
 				"'%s'", argv[i]);
+		if (!tallyctl_utf8_arg(g, "NAME", argv[i]))
+			return TALLYCTL_EXIT_USAGE;
 		a->name = argv[i];
 	}
 	if (a->name == NULL)

@@ -32,6 +32,20 @@ tallyctl_is_help(const char *arg)
 	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
 }
 
+bool
+tallyctl_utf8_arg(const struct tallyctl *g, const char *what,
+	const char *arg)
+{
+	json_t *s = json_string(arg);
+
+	if (s != NULL) {
+		json_decref(s);
+		return true;
+	}
+	tallyctl_usage_error(g, "%s is not valid UTF-8", what);
+	return false;
+}
+
 int
 tallyctl_opt(const struct tallyctl *g, int argc, char **argv, int *i,
 	const char *name, const char **val)
@@ -144,6 +158,8 @@ tallyctl_args(struct tallyctl *g, int argc, char **argv, const char *what,
 		else if (what == NULL || *arg != NULL)
 			*status = tallyctl_usage_error(g, "unexpected argument "
 				"'%s'", a);
+		else if (!tallyctl_utf8_arg(g, what, a))
+			*status = TALLYCTL_EXIT_USAGE;
 		else {
 			*arg = a;
 			continue;

@@ -99,6 +99,13 @@ int tallyctl_global_opt(struct tallyctl *g, int argc, char **argv, int *i);
 bool tallyctl_is_help(const char *arg);
 
 /*
+ * Whether arg can go into a request (JSON strings are UTF-8); if not,
+ * prints a usage error naming what it is and returns false.
+ */
+bool tallyctl_utf8_arg(const struct tallyctl *g, const char *what,
+	const char *arg);
+
+/*
  * What every command takes besides its own arguments: the global options
  * and -h/--help (its usage, on stdout). Returns 1 if argv[*i] was one of
  * them, 0 if not, or -1 when the command is to end with *status (0 after
