@@ -30,14 +30,7 @@
 
 #include <tally/fixp.h>
 
-/* Marks code compiled for both the host and the device. */
-#ifndef TALLY_HD
-#ifdef __CUDACC__
-#define TALLY_HD __host__ __device__
-#else
-#define TALLY_HD
-#endif
-#endif
+#include "hd.h"
 
 /* The bits of f. */
 static inline TALLY_HD uint32_t
