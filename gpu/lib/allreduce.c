@@ -58,6 +58,34 @@ tally_allreduce_i32(struct tally_ctx *ctx, int32_t *buf, size_t n)
 }
 
 int
+tally_allreduce_enc(struct tally_ctx *ctx, unsigned int enc, const void *src,
+	void *dst, size_t n)
+{
+	struct tally_round r = {
+		.type = TALLY_PT_SUM, .enc = (uint8_t)enc,
+		.src = src, .dst = dst, .n = n,
+	};
+	int rc = check_call(ctx, src, n);
+
+	if (rc <= 0)
+		return rc;
+	if (enc != TALLY_ENC_I32 && enc != TALLY_ENC_I16 &&
+			enc != TALLY_ENC_I8 && enc != TALLY_ENC_I4 &&
+			enc != TALLY_ENC_SIGN)
+		return tally_ctx_fail(ctx, -EINVAL, "encoding %u is not an "
+			"integer sum encoding (i32, i16, i8, i4, sign)", enc);
+	if (dst == NULL)
+		return tally_ctx_fail(ctx, -EINVAL, "dst is NULL");
+	/* A chunk must start on a byte of src and of dst. */
+	if ((enc == TALLY_ENC_I4 || enc == TALLY_ENC_SIGN) &&
+			ctx->elems % 8 != 0)
+		return tally_ctx_fail(ctx, -EINVAL, "%s needs the context's "
+			"elems to be a multiple of 8, not %u",
+			tally_enc_name(enc), ctx->elems);
+	return run(ctx, &r);
+}
+
+int
 tally_allreduce_max_f32(struct tally_ctx *ctx, float *buf, size_t n)
 {
 	struct tally_round r = {

@@ -114,6 +114,7 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	ctx->token = o->token;
 	ctx->rank = o->rank;
 	ctx->world = o->world;
+	ctx->narrow = o->narrow != 0;
 	ctx->window = o->window != 0 ? o->window : DEFAULT_WINDOW;
 	ctx->elems = o->elems != 0 ? o->elems : TALLY_DEFAULT_ELEMS;
 	ctx->rto_us = o->rto_us != 0 ? o->rto_us : DEFAULT_RTO_US;

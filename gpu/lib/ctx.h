@@ -44,6 +44,7 @@ struct tally_ctx {
 	uint8_t world;
 	uint16_t window;
 	uint16_t elems;
+	uint8_t narrow;			/* the job's results keep their width */
 	unsigned int rto_min_us;	/* opts' rto_us: first and floor */
 	unsigned int rto_us;		/* timeout of a fresh chunk */
 	uint32_t srtt_us;		/* smoothed round trip, 0: none yet */
@@ -74,13 +75,19 @@ int tally_ctx_fail(struct tally_ctx *ctx, int rc, const char *fmt, ...)
 int tally_ctx_open_fail(int rc, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* One pass of chunks through the slots: what tally_window_run() does. */
+/*
+ * One pass of chunks through the slots: what tally_window_run() does.
+ * Contributions are in enc; results come back in tally_enc_result(enc,
+ * ctx->narrow) for sums, in enc for maxima (docs/protocol.md, "Result
+ * encodings"), each packed as the wire packs it.
+ */
 struct tally_round {
 	uint8_t type;		/* TALLY_PT_SUM or TALLY_PT_MAX */
-	uint8_t enc;		/* TALLY_ENC_I32 or TALLY_ENC_F32 */
+	uint8_t enc;		/* any TALLY_ENC_ for sums; f32 or i32 for MAX */
 	int16_t scale_exp;	/* put in every header */
-	const void *src;	/* n 4-byte elements to contribute */
-	void *dst;		/* n 4-byte results; may be src */
+	const void *src;	/* n elements to contribute, in enc */
+	void *dst;		/* n results in the result encoding; may be
+				 * src when both are as wide */
 	size_t n;		/* elements, 1 .. 2^32 - 1 */
 	/*
 	 * Optional codec steps a chunk at a time, so that they overlap the

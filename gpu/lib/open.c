@@ -288,6 +288,7 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 		o.bind_port = p.group_port;
 	}
 	o.job = p.job_id;
+	o.narrow = p.narrow;
 	o.token = 0;		/* the wire token comes with "ready" */
 	o.rank = (uint8_t)rank;
 	o.world = (uint8_t)world;

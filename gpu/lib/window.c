@@ -99,14 +99,20 @@ queue(struct run *run, uint16_t s)
 	struct tally_ctx *ctx = run->ctx;
 	struct tally_slot *slot = &ctx->slots[s];
 	struct tally_tx_pkt *p = &run->tx[run->ntx++];
-	size_t len = (size_t)chunk_count(run, slot->chunk) * 4;
+	size_t len = tally_enc_payload_len(run->r->enc,
+		chunk_count(run, slot->chunk));
 
 	p->slot = s;
 	p->iov[0].iov_base = slot->hdr;
 	p->iov[0].iov_len = TALLY_HDR_LEN;
-	/* The transport only reads the payload: zero-copy from r->src. */
+	/*
+	 * The transport only reads the payload: zero-copy from r->src. A
+	 * chunk starts on a byte: elems is a multiple of 8 for the encodings
+	 * narrower than a byte (tally_allreduce_enc() checks).
+	 */
 	p->iov[1].iov_base = (void *)((uintptr_t)run->r->src +
-		(size_t)chunk_offset(run, slot->chunk) * 4);
+		tally_enc_payload_len(run->r->enc,
+			chunk_offset(run, slot->chunk)));
 	p->iov[1].iov_len = len;
 	ctx->st.packets_sent++;
 	ctx->st.bytes_sent += TALLY_HDR_LEN + len;
@@ -312,9 +318,13 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		ctx->st.duplicates++;
 		return;
 	}
+	if (len != TALLY_HDR_LEN + tally_enc_payload_len(h.enc, h.count)) {
+		ctx->st.duplicates++;
+		return;
+	}
 	/* A result, first or RETX alike: the chunk is done. */
-	memcpy((uint8_t *)run->r->dst + (size_t)h.offset * 4,
-		buf + TALLY_HDR_LEN, (size_t)h.count * 4);
+	memcpy((uint8_t *)run->r->dst + tally_enc_payload_len(h.enc, h.offset),
+		buf + TALLY_HDR_LEN, tally_enc_payload_len(h.enc, h.count));
 	if (run->r->decode != NULL)
 		run->r->decode(run->r, h.offset, h.count);
 	slot = &ctx->slots[h.slot];
@@ -369,7 +379,8 @@ tally_window_run(struct tally_ctx *ctx, const struct tally_round *r)
 		.nchunks = (uint32_t)((r->n + ctx->elems - 1) / ctx->elems),
 		.res_type = r->type == TALLY_PT_MAX ? TALLY_PT_MAX_RESULT :
 			TALLY_PT_SUM_RESULT,
-		.res_enc = r->enc,	/* i32 and f32 come back as they went */
+		.res_enc = (uint8_t)(r->type == TALLY_PT_MAX ? r->enc :
+			tally_enc_result(r->enc, ctx->narrow)),
 		.scan_ns = UINT64_MAX,
 	};
 	uint64_t now = now_ns();

@@ -69,6 +69,9 @@ struct tally_ctx_opts {
 				 * 200 ms */
 	unsigned int timeout_ms; /* an allreduce fails with -ETIMEDOUT when
 				 * no result arrived for this long, 0 = 5000 */
+	uint8_t narrow;		/* the job returns narrow sums in their own
+				 * width (tally-dp's job "narrow"); tally_open()
+				 * learns it from tallyd */
 	unsigned int join_timeout_ms; /* tally_open_opts() only: the longest
 				 * the whole rendezvous may take (tallyd's
 				 * join barrier included), 0 = 120000 */
@@ -150,6 +153,22 @@ int tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n);
  * Borrows buf. Errors as tally_allreduce_i32().
  */
 int tally_allreduce_max_f32(struct tally_ctx *ctx, float *buf, size_t n);
+
+/*
+ * Sums n elements of encoding enc (a TALLY_ENC_ of <tally/proto.h>: i32,
+ * i16, i8, i4 or sign, packed as docs/protocol.md says) over all ranks,
+ * exactly, as the dataplane sums them: in 32-bit lanes, returned in
+ * tally_enc_result(enc, narrow) where narrow is the job's (the context's
+ * opts.narrow): wide i32 sums (sign: i8 counts of + votes), or the
+ * contributions' own width saturated (sign: the majority bit). Borrows
+ * src (read for the call; sent straight from it) and writes dst, which
+ * must hold n elements of the result encoding (tally_enc_payload_len()
+ * bytes) and may be src when the two encodings are the same. The codecs
+ * build on it. i4 and sign need the context's elems to be a multiple of
+ * 8. Errors as tally_allreduce_i32(), and -EINVAL for another enc.
+ */
+int tally_allreduce_enc(struct tally_ctx *ctx, unsigned int enc,
+	const void *src, void *dst, size_t n);
 
 /*
  * Text of the context's last error, "" if none; owned by the context,

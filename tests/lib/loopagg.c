@@ -275,6 +275,7 @@ make_job(struct loopagg *a)
 		.world = a->conf.world,
 		.window = a->conf.window,
 		.max_elems = a->conf.max_elems,
+		.narrow = a->conf.narrow,
 	};
 	unsigned int r;
 

@@ -23,6 +23,7 @@ struct loopagg_conf {
 	uint8_t world;
 	uint16_t window;	/* the job's slots */
 	uint16_t max_elems;	/* the job's largest packet */
+	uint8_t narrow;		/* results in the contributions' width */
 	unsigned int nports;	/* sockets on consecutive ports, 0 = 1 */
 	double loss_up;		/* chance a received packet is dropped */
 	double loss_down;	/* chance a packet to send is dropped */
