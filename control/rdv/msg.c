@@ -160,7 +160,8 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 		unsigned int i;
 
 		if (strcmp(k, "op") == 0 || (op == TALLY_RDV_PARAMS &&
-				strcmp(k, "group") == 0))
+				(strcmp(k, "group") == 0 ||
+				 strcmp(k, "codec") == 0)))
 			continue;
 		for (i = 0; i < 8 && ops[op].keys[i] != NULL; i++)
 			if (strcmp(k, ops[op].keys[i]) == 0)
@@ -206,6 +207,9 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	unsigned long e, port, nports, id, window, elems;
 	json_t *narrow = json_object_get(o, "narrow");
 	json_t *group = json_object_get(o, "group");
+	json_t *codec = json_object_get(o, "codec");
+	struct tally_codec c;
+	char cwhy[120];
 
 	if (get_uint(o, "errno", 0, 0, &e, why, wlen) ||
 			get_ip(o, "dp_ip", 0, &m->dp_ip, why, wlen) ||
@@ -227,6 +231,10 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 			&m->group_port) != 0))
 		return fail(why, wlen, "'group' must be \"IP:PORT\" of an "
 			"IPv4 multicast group");
+	if (codec != NULL && (!json_is_string(codec) || tally_codec_parse(
+			json_string_value(codec), &c, cwhy, sizeof(cwhy)) != 0 ||
+			tally_codec_format(&c, m->codec, sizeof(m->codec)) < 0))
+		return fail(why, wlen, "'codec' must be a codec spec");
 	m->dp_port = (uint16_t)port;
 	m->dp_nports = (uint16_t)nports;
 	m->job_id = (uint16_t)id;
@@ -374,6 +382,15 @@ build(const struct tally_rdv_msg *m)
 			"dp_port", m->dp_port, "dp_nports", m->dp_nports,
 			"job_id", m->job_id, "window", m->window, "max_elems",
 			m->max_elems, "narrow", m->narrow);
+		if (o != NULL && m->codec[0] != '\0') {
+			struct tally_codec c;
+
+			if (tally_codec_parse(m->codec, &c, NULL, 0) != 0) {
+				json_decref(o);
+				return NULL;
+			}
+			json_object_set_new(o, "codec", json_string(m->codec));
+		}
 		if (o != NULL && m->group_ip != 0) {
 			struct in_addr a = { .s_addr = htonl(m->group_ip) };
 			char ip[INET_ADDRSTRLEN];

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tally/codec.h>
+
 #define TALLY_RDV_VERSION	1
 #define TALLY_RDV_MAX_MSG	4096	/* bytes of JSON a message */
 #define TALLY_RDV_NAME_MAX	63	/* characters of a job name */
@@ -49,6 +51,8 @@ struct tally_rdv_msg {
 	uint8_t narrow;
 	uint32_t group_ip;	/* 0: results come unicast */
 	uint16_t group_port;
+	char codec[TALLY_CODEC_SPEC_MAX]; /* the job's codec spec; "" and an
+				 * absent key mean "fixp" */
 
 	/* MEMBER */
 	uint32_t ip;

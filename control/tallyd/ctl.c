@@ -185,6 +185,7 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	t.group_port = r->group_port;
 	t.idle_timeout_s = r->has_idle_timeout ? r->idle_timeout_s :
 		d->conf.idle_timeout_s;
+	strcpy(t.codec, r->codec);
 	j = tallyd_job_create(d, &t, token);
 	if (j == NULL && errno == EEXIST)
 		return err_reply(EEXIST, "job '%s' exists", r->name);

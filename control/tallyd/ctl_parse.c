@@ -26,9 +26,10 @@ static const struct cmd cmds[TALLYD_CTL_MAX_] = {
 	[TALLYD_CTL_PING] = { "ping", { NULL }, "{}" },
 	[TALLYD_CTL_JOB_CREATE] = { "job_create",
 		{ "name", "world", "window", "max_elems", "narrow", "group",
-		  "idle_timeout_s", NULL },
+		  "idle_timeout_s", "codec", NULL },
 		"{\"name\", \"world\", \"window\"?, \"max_elems\"?, "
-		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?}" },
+		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?, "
+		"\"codec\"?: SPEC}" },
 	[TALLYD_CTL_JOB_LIST] = { "job_list", { NULL }, "{}" },
 	[TALLYD_CTL_JOB_SHOW] = { "job_show", { "name", NULL }, "{\"name\"}" },
 	[TALLYD_CTL_JOB_DELETE] = { "job_delete", { "name", NULL },
@@ -118,7 +119,10 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 {
 	json_t *narrow = json_object_get(o, "narrow");
 	json_t *group = json_object_get(o, "group");
+	json_t *codec = json_object_get(o, "codec");
+	struct tally_codec c = { .kind = TALLY_CODEC_FIXP, .density = 0.01 };
 	bool have_world = false;
+	char cwhy[160];
 
 	r->window = 64;
 	r->max_elems = TALLY_DEFAULT_ELEMS;
@@ -141,6 +145,14 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 			parse_group(json_string_value(group), r) != 0))
 		return fail(why, wlen, EINVAL, "'group' must be \"IP:PORT\" "
 			"of an IPv4 multicast group (224.0.0.0/4)");
+	if (codec != NULL && !json_is_string(codec))
+		return fail(why, wlen, EINVAL, "'codec' must be a string, "
+			"NAME[,KEY=VALUE]...");
+	if (codec != NULL && tally_codec_parse(json_string_value(codec), &c,
+			cwhy, sizeof(cwhy)) != 0)
+		return fail(why, wlen, EINVAL, "'codec': %s", cwhy);
+	if (tally_codec_format(&c, r->codec, sizeof(r->codec)) < 0)
+		return fail(why, wlen, EINVAL, "'codec' is too long");
 	return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tally/codec.h>
+
 #include "rdv/msg.h"
 
 enum tallyd_ctl_cmd {
@@ -35,6 +37,7 @@ struct tallyd_ctl_req {
 	uint16_t group_port;
 	unsigned int idle_timeout_s;
 	bool has_idle_timeout;			/* else: the daemon's */
+	char codec[TALLY_CODEC_SPEC_MAX];	/* canonical spec; "fixp" */
 };
 
 /* The command's name and usage line, for list_commands. */

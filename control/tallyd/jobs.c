@@ -106,6 +106,9 @@ tallyd_job_create(struct tallyd *d, const struct tallyd_job *tmpl,
 	j->group_ip = tmpl->group_ip;
 	j->group_port = tmpl->group_port;
 	j->idle_timeout_s = tmpl->idle_timeout_s;
+	memcpy(j->codec, tmpl->codec[0] != '\0' ? tmpl->codec : "fixp",
+		sizeof(j->codec));
+	j->codec[sizeof(j->codec) - 1] = '\0';
 	j->created = j->last_active = tallyd_wall_s();
 	randombytes_buf(token, sizeof(token));
 	crypto_generichash(j->token_hash, sizeof(j->token_hash), token,
@@ -223,6 +226,7 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 		(json_int_t)j->last_active, "counters", ctr);
 	if (o == NULL)
 		return NULL;
+	json_object_set_new(o, "codec", json_string(j->codec));
 	if (j->group_ip != 0) {
 		struct in_addr a = { .s_addr = htonl(j->group_ip) };
 		char ip[INET_ADDRSTRLEN], g[32];

@@ -335,6 +335,7 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	p.narrow = j->narrow;
 	p.group_ip = j->group_ip;
 	p.group_port = j->group_port;
+	strcpy(p.codec, j->codec);
 	if (conn_send(c, &p) != 0) {
 		conn_free(d, c);
 		return;

@@ -68,6 +68,7 @@ job_state_json(const struct tallyd_job *j)
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "epoch", json_integer(j->epoch));
+	json_object_set_new(o, "codec", json_string(j->codec));
 	if (j->has_members) {
 		json_t *m = json_array();
 
@@ -158,14 +159,15 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	json_int_t id, world, window, elems, gip, gport, idle, created, last;
 	json_int_t epoch = 0;
 	int narrow;
-	const char *name, *hash, *wtok = NULL;
+	const char *name, *hash, *wtok = NULL, *codec = "fixp";
+	struct tally_codec cc;
 	json_t *members = NULL, *base = NULL, *lst = NULL;
 	json_error_t err;
 	struct tallyd_job *j;
 	size_t n = 0;
 
 	if (json_unpack_ex(o, &err, 0, "{s:s, s:I, s:I, s:I, s:I, s:b, s:I, "
-			"s:I, s:I, s:s, s:I, s:I, s?I, s?o, s?s, s?o, s?o}",
+			"s:I, s:I, s:s, s:I, s:I, s?I, s?o, s?s, s?o, s?o, s?s}",
 			"name", &name, "id", &id, "world", &world,
 			"window", &window, "max_elems", &elems,
 			"narrow", &narrow, "group_ip", &gip,
@@ -173,7 +175,8 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			"token_hash", &hash, "created", &created,
 			"last_active", &last, "epoch", &epoch,
 			"members", &members, "wire_token", &wtok,
-			"counters_base", &base, "counters_last", &lst) != 0) {
+			"counters_base", &base, "counters_last", &lst,
+			"codec", &codec) != 0) {
 		snprintf(why, wlen, "a job: %s", err.text);
 		return -EINVAL;
 	}
@@ -184,6 +187,8 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			gip > UINT32_MAX || gport < 0 || gport > 65535 ||
 			idle < 0 || idle > UINT32_MAX || epoch < 0 ||
 			epoch > UINT32_MAX || tallyd_job_find(d, name) != NULL ||
+			tally_codec_parse(codec, &cc, NULL, 0) != 0 ||
+			strlen(codec) >= TALLY_CODEC_SPEC_MAX ||
 			tallyd_job_find_id(d, (uint16_t)id) != NULL) {
 		snprintf(why, wlen, "job '%.64s': a value out of range, or "
 			"a name or id twice", name);
@@ -204,6 +209,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	j->created = created;
 	j->last_active = last;
 	j->epoch = (uint32_t)epoch;
+	strcpy(j->codec, codec);
 	if (sodium_hex2bin(j->token_hash, sizeof(j->token_hash), hash,
 			strlen(hash), NULL, &n, NULL) != 0 ||
 			n != sizeof(j->token_hash)) {

@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "tally/codec.h"
 #include "tally/proto.h"
 #include "rdv/msg.h"
 
@@ -93,6 +94,7 @@ struct tallyd_job {
 	uint32_t group_ip;		/* host order, 0: unicast */
 	uint16_t group_port;
 	unsigned int idle_timeout_s;	/* 0: never */
+	char codec[TALLY_CODEC_SPEC_MAX]; /* canonical spec, <tally/codec.h> */
 	uint8_t token_hash[32];		/* BLAKE2b of the 32-byte token */
 	int64_t created;		/* Unix seconds */
 	int64_t last_active;

@@ -169,3 +169,18 @@ tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n)
 	};
 	return run(ctx, &r);
 }
+
+int
+tally_allreduce(struct tally_ctx *ctx, float *buf, size_t n)
+{
+	if (ctx == NULL)
+		return -EINVAL;
+	switch (ctx->codec.kind) {
+	case TALLY_CODEC_FIXP:
+		return tally_allreduce_f32(ctx, buf, n);
+	default:
+		return tally_ctx_fail(ctx, -EOPNOTSUPP, "codec %s is not "
+			"applied by this libtally yet",
+			tally_codec_name(ctx->codec.kind));
+	}
+}

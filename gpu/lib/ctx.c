@@ -115,6 +115,15 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	ctx->rank = o->rank;
 	ctx->world = o->world;
 	ctx->narrow = o->narrow != 0;
+	if (o->codec != NULL) {
+		char why[160];
+
+		if (tally_codec_parse(o->codec, &ctx->codec, why,
+				sizeof(why)) != 0)
+			return tally_ctx_open_fail(-EINVAL, "codec: %s", why);
+	} else {
+		(void)tally_codec_parse("fixp", &ctx->codec, NULL, 0);
+	}
 	ctx->window = o->window != 0 ? o->window : DEFAULT_WINDOW;
 	ctx->elems = o->elems != 0 ? o->elems : TALLY_DEFAULT_ELEMS;
 	ctx->rto_us = o->rto_us != 0 ? o->rto_us : DEFAULT_RTO_US;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tally/codec.h>
 #include <tally/proto.h>
 #include <tally/tally.h>
 
@@ -45,6 +46,7 @@ struct tally_ctx {
 	uint16_t window;
 	uint16_t elems;
 	uint8_t narrow;			/* the job's results keep their width */
+	struct tally_codec codec;	/* the job's, for tally_allreduce() */
 	unsigned int rto_min_us;	/* opts' rto_us: first and floor */
 	unsigned int rto_us;		/* timeout of a fresh chunk */
 	uint32_t srtt_us;		/* smoothed round trip, 0: none yet */

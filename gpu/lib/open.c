@@ -289,6 +289,7 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 	}
 	o.job = p.job_id;
 	o.narrow = p.narrow;
+	o.codec = p.codec[0] != '\0' ? p.codec : NULL;
 	o.token = 0;		/* the wire token comes with "ready" */
 	o.rank = (uint8_t)rank;
 	o.world = (uint8_t)world;

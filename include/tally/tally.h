@@ -72,6 +72,9 @@ struct tally_ctx_opts {
 	uint8_t narrow;		/* the job returns narrow sums in their own
 				 * width (tally-dp's job "narrow"); tally_open()
 				 * learns it from tallyd */
+	const char *codec;	/* the job's codec spec (<tally/codec.h>) for
+				 * tally_allreduce(); NULL = "fixp";
+				 * tally_open() learns it from tallyd */
 	unsigned int join_timeout_ms; /* tally_open_opts() only: the longest
 				 * the whole rendezvous may take (tallyd's
 				 * join barrier included), 0 = 120000 */
@@ -146,6 +149,15 @@ int tally_allreduce_i32(struct tally_ctx *ctx, int32_t *buf, size_t n);
  * it; the context stays usable). NaNs count as 0.
  */
 int tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n);
+
+/*
+ * Sums buf[0..n) over all ranks, in place, through the job's codec (the
+ * context's: opts.codec, or what tallyd said; <tally/codec.h>). With
+ * "fixp" it is tally_allreduce_f32(). Every rank gets the same bits.
+ * Errors as tally_allreduce_f32(), and -EOPNOTSUPP for a codec this
+ * build of libtally does not apply yet (the context stays usable).
+ */
+int tally_allreduce(struct tally_ctx *ctx, float *buf, size_t n);
 
 /*
  * Element-wise maximum of buf[0..n) over all ranks, in place, in IEEE

@@ -55,6 +55,10 @@ good_requests(void **state)
 	assert_false(r.narrow);
 	assert_int_equal(r.group_ip, 0);
 	assert_false(r.has_idle_timeout);
+	assert_string_equal(r.codec, "fixp");
+	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"x\","
+		"\"world\":4,\"codec\":\"randk,seed=0x10\"}", &r), 0);
+	assert_string_equal(r.codec, "randk,seed=16");
 
 	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"x\","
 		"\"world\":64,\"window\":32768,\"max_elems\":8192,"
@@ -113,6 +117,10 @@ bad_requests(void **state)
 			"\"idle_timeout_s\":-1}", EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
 			"\"token\":\"00\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"codec\":\"q9\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"codec\":1}", EINVAL },
 	};
 	struct tallyd_ctl_req r;
 

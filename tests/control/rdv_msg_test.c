@@ -63,9 +63,12 @@ every_op_roundtrips(void **state)
 	assert_int_equal(o.narrow, 1);
 	assert_int_equal(o.group_ip, 0xef010203);
 	assert_int_equal(o.group_port, 40001);
+	assert_string_equal(o.codec, "");
 	m.group_ip = 0;
+	strcpy(m.codec, "sparse,density=0.001,est=topk");
 	roundtrip(&m, &o);
 	assert_int_equal(o.group_ip, 0);
+	assert_string_equal(o.codec, "sparse,density=0.001,est=topk");
 
 	m = (struct tally_rdv_msg){ .op = TALLY_RDV_MEMBER,
 		.ip = 0x0a4d000c, .port = 40001 };
@@ -154,6 +157,16 @@ bad_messages_are_refused(void **state)
 			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
 			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
 			"\"group\":\"239.0.0.1:-5\"}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"codec\":\"q9\"}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"codec\":8}",
+		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":1,"
+			"\"codec\":\"q8\"}",
 		/* ready, error */
 		"{\"op\":\"ready\",\"errno\":0,\"wire_token\":\"123\","
 			"\"epoch\":1}",

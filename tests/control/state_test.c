@@ -141,6 +141,7 @@ save_and_load(void **state)
 	b->group_port = 5000;
 	b->narrow = true;
 	b->idle_timeout_s = 30;
+	strcpy(b->codec, "randk,density=0.5");
 	d->next_epoch = 7;
 	assert_int_equal(tallyd_state_save(d), 0);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", d->conf.state_file);
@@ -172,6 +173,8 @@ save_and_load(void **state)
 	assert_int_equal(x->group_ip, 0xef000001);
 	assert_int_equal(x->group_port, 5000);
 	assert_int_equal(x->idle_timeout_s, 30);
+	assert_string_equal(x->codec, "randk,density=0.5");
+	assert_string_equal(tallyd_job_find(&e, "alpha")->codec, "fixp");
 	assert_true(tallyd_job_token_ok(x, tb));
 	/* Creation order is kept. */
 	assert_string_equal(e.jobs->name, "alpha");

@@ -226,11 +226,12 @@ def replies(srv, S, sock):
     srv.reset()
     rc, out, err = run(*S, "job", "create", "--world=8", "big", "--window",
                        "128", "--max-elems=512", "--narrow", "--group",
-                       "239.1.2.3:40001", "--idle-timeout", "300")
+                       "239.1.2.3:40001", "--idle-timeout", "300",
+                       "--codec", "randk,density=0.1")
     ok(rc == 0 and srv.requests == [{
         "cmd": "job_create", "name": "big", "world": 8, "window": 128,
         "max_elems": 512, "narrow": True, "group": "239.1.2.3:40001",
-        "idle_timeout_s": 300}],
+        "idle_timeout_s": 300, "codec": "randk,density=0.1"}],
        "job create with every option: exactly the documented keys",
        srv.requests, err)
 

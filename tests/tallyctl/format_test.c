@@ -48,7 +48,7 @@ load(const char *text)
 
 static const char job_json[] =
 	"{\"name\": \"resnet\", \"id\": 1, \"world\": 4, \"window\": 64,"
-	" \"max_elems\": 256, \"narrow\": false,"
+	" \"max_elems\": 256, \"narrow\": false, \"codec\": \"q8,seed=7\","
 	" \"group\": \"239.1.2.3:40001\", \"idle_timeout_s\": 0,"
 	" \"state\": \"ready\", \"joined\": 4, \"epoch\": 2,"
 	" \"created\": 1795000000, \"last_active\": 1795000123,"
@@ -217,6 +217,7 @@ job_show(void **state)
 		"window:        64\n"
 		"max_elems:     256\n"
 		"narrow:        false\n"
+		"codec:         q8,seed=7\n"
 		"group:         239.1.2.3:40001\n"
 		"idle_timeout:  never\n"
 		"created:       2026-11-18 11:06:40 UTC (3m 20s ago)\n"
@@ -306,6 +307,7 @@ job_created(void **state)
 		"window:        64\n"
 		"max_elems:     256\n"
 		"narrow:        false\n"
+		"codec:         q8,seed=7\n"
 		"group:         239.1.2.3:40001\n"
 		"idle_timeout:  never\n"
 		"created:       2026-11-18 11:06:40 UTC (3m 20s ago)\n"

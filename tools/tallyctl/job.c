@@ -33,6 +33,7 @@ struct create_args {
 	bool given[NNUMS];
 	bool narrow;
 	const char *group;
+	const char *codec;
 };
 
 /* "A.B.C.D:PORT", as far as tallyctl checks it (tallyd does the rest). */
@@ -73,6 +74,8 @@ create_opt(struct tallyctl *g, int argc, char **argv, int *i,
 		a->narrow = r > 0;
 		return r > 0 ? 1 : -1;
 	}
+	if ((r = tallyctl_opt(g, argc, argv, i, "--codec", &a->codec)) != 0)
+		return r > 0 ? 1 : -1;	/* tallyd checks the spec */
 	if ((r = tallyctl_opt(g, argc, argv, i, "--group", &a->group)) == 0)
 		return 0;
 	if (r > 0 && !group_ok(a->group)) {
@@ -129,6 +132,8 @@ create_req(const struct create_args *a)
 		err |= json_object_set_new(req, "narrow", json_true());
 	if (req != NULL && a->group != NULL)
 		err |= json_object_set_new(req, "group", json_string(a->group));
+	if (req != NULL && a->codec != NULL)
+		err |= json_object_set_new(req, "codec", json_string(a->codec));
 	if (err) {
 		json_decref(req);
 		return NULL;
@@ -223,7 +228,7 @@ job_delete(struct tallyctl *g, int argc, char **argv)
 
 const struct tallyctl_cmd tallyctl_job_cmds[] = {
 	{ "create", "NAME --world N [--window N] [--max-elems N] [--narrow] "
-	  "[--group IP:PORT] [--idle-timeout S]", "Create a job (world 1-64, "
+	  "[--group IP:PORT] [--idle-timeout S] [--codec SPEC]", "Create a job (world 1-64, "
 	  "window 1-32768 slots, max-elems 1-8192, idle timeout in seconds, "
 	  "0: never) and print its token, which is shown only this once.",
 	  job_create, NULL },

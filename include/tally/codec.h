@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A job's gradient codec: how its workers turn f32 gradients into what
+ * the dataplane sums. An operator names it when creating the job
+ * (`tallyctl job create NAME --world N --codec SPEC`); tallyd hands it to
+ * every worker at the rendezvous; tally_allreduce() applies it.
+ *
+ * A spec is NAME[,KEY=VALUE]..., e.g. "q8", "randk,density=0.01,seed=7",
+ * "sparse,density=0.01,est=sidco-gpd". Names (docs/codecs/):
+ *   fixp      shared-scale fixed point, exact i32 sums (the default)
+ *   q16 q8 q4 shared-scale stochastic quantization to 16, 8 or 4 bits
+ *   ternary   stochastic ternary with a shared scale (TernGrad), as i4
+ *   2bit      threshold ternary with a residual (MXNet 2-bit), as i4
+ *   sign      sign votes, majority decides (signSGD)
+ *   randk     shared-seed random-k: the same k indices on every worker
+ *   sparse    block-sparse: blocks of 256 over a threshold
+ * Keys: density (0 < d <= 1; randk, sparse: the fraction kept), seed
+ * (0..2^64-1; the codecs' random draws), est (sparse: sidco-exp,
+ * sidco-gpd, sidco-gamma, dgc, topk), ef (0 or 1: error feedback).
+ */
+#ifndef TALLY_CODEC_H
+#define TALLY_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tally_codec_kind {
+	TALLY_CODEC_FIXP = 0,
+	TALLY_CODEC_Q16,
+	TALLY_CODEC_Q8,
+	TALLY_CODEC_Q4,
+	TALLY_CODEC_TERNARY,
+	TALLY_CODEC_2BIT,
+	TALLY_CODEC_SIGN,
+	TALLY_CODEC_RANDK,
+	TALLY_CODEC_SPARSE,
+	TALLY_CODEC_MAX_,
+};
+
+enum tally_codec_est {
+	TALLY_EST_SIDCO_EXP = 0,
+	TALLY_EST_SIDCO_GPD,
+	TALLY_EST_SIDCO_GAMMA,
+	TALLY_EST_DGC,
+	TALLY_EST_TOPK,
+	TALLY_EST_MAX_,
+};
+
+struct tally_codec {
+	enum tally_codec_kind kind;
+	double density;		/* randk, sparse; 0 = the default 0.01 */
+	uint64_t seed;
+	enum tally_codec_est est;
+	int ef;			/* error feedback */
+};
+
+/* Longest spec tally_codec_format() writes, with its NUL. */
+#define TALLY_CODEC_SPEC_MAX	96
+
+/*
+ * Parses spec into *c (defaults for what it does not say). Returns 0, or
+ * -EINVAL with a sentence in why (wlen bytes; why may be NULL).
+ */
+int tally_codec_parse(const char *spec, struct tally_codec *c, char *why,
+	size_t wlen);
+
+/*
+ * Writes c's canonical spec (the name, then every key that differs from
+ * the default, in a fixed order) to buf; parsing it gives c back. Returns
+ * its length, or -EINVAL for a c out of range, -ENOSPC when buf is too
+ * small.
+ */
+int tally_codec_format(const struct tally_codec *c, char *buf, size_t len);
+
+/* The name of a kind ("fixp", "q8", ...), "?" when out of range. */
+const char *tally_codec_name(enum tally_codec_kind k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_CODEC_H */
