@@ -149,9 +149,14 @@ fit_quantile(enum tally_sparse_est est, unsigned int s,
 	if (est == TALLY_SPARSE_SIDCO_EXP)
 		return mean * L;
 	if (est == TALLY_SPARSE_SIDCO_GAMMA && s == 0) {
-		/* s = ln(mean) - mean(ln y) >= 0; 0: every y the same. */
+		/*
+		 * s = ln(mean) - mean(ln y) >= 0, about half the squared
+		 * coefficient of variation when that is small; the float
+		 * logarithms make it good to some 1e-6, so below 1e-5 every
+		 * y counts as the same.
+		 */
 		sl = log(mean) - m->sumlog / c;
-		if (!(sl > 1e-12))
+		if (!(sl > 1e-5))
 			return mean;
 		a = (3.0 - sl + sqrt((sl - 3.0) * (sl - 3.0) + 24.0 * sl)) /
 			(12.0 * sl);
