@@ -20,6 +20,7 @@
 /* Subcommands. */
 int bench_engine(int argc, char **argv);
 int bench_allreduce(int argc, char **argv);
+int bench_codecs(int argc, char **argv);
 /* Built with the dataplane (meson defines TALLY_BENCH_DATAPLANE). */
 int bench_dataplane(int argc, char **argv);
 

@@ -23,6 +23,8 @@ static const struct subcommand subcommands[] = {
 		"aggregation engine against a read-only floor, one core" },
 	{ "allreduce", bench_allreduce,
 		"one worker of an allreduce through a dataplane (libtally)" },
+	{ "codecs", bench_codecs,
+		"codec throughput; sparse threshold estimators vs exact top-k" },
 #ifdef TALLY_BENCH_DATAPLANE
 	{ "dataplane", bench_dataplane,
 		"tally-dp's lcore loop on a net_ring port against rx->tx" },
