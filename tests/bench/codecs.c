@@ -2,7 +2,9 @@
 /*
  * tally-bench codecs: the codecs on one CPU core, side by side in one run.
  *
- * 1. Throughput of every codec pass, in GB/s of f32 input.
+ * 1. Throughput of every codec pass, in GB/s of f32 input: fixed point,
+ *    block selection, the feedback family (<tally/feedback.h>); the
+ *    quantizers' rows go in tput_rows[] once <tally/quant.h> is built.
  * 2. The threshold estimators of <tally/sparse.h> (SIDCo-E, SIDCo-GP,
  *    SIDCo-G, DGC) against exact top-k (tally's radix select, and a
  *    quickselect on a copy of the magnitudes, the nth_element baseline):
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tally/feedback.h>
 #include <tally/fixp.h>
 #include <tally/sparse.h>
 
@@ -209,6 +212,12 @@ struct tput_ctx {
 	float *bmax;
 	int fixp_exp;
 	float thr;		/* exact 1 % threshold of x */
+	float absmax;
+	/* Feedback codecs: a residual, a second float state, a mask. */
+	float *r, *u;
+	int8_t *q8;
+	uint8_t *mask;
+	int tern_exp;		/* 2-bit threshold's exponent */
 };
 
 static volatile float tput_sink;
@@ -256,6 +265,56 @@ run_sparse_moments(struct tput_ctx *c)
 	tput_sink = (float)m.sum;
 }
 
+static void
+run_ef_apply(struct tput_ctx *c)
+{
+	tally_ef_apply(c->y, c->x, c->r, c->n);
+}
+
+static void
+run_ef_update(struct tput_ctx *c)
+{
+	tput_sink = (float)tally_ef_update(c->r, c->x, c->y, c->n);
+}
+
+static void
+run_dgc_accumulate(struct tput_ctx *c)
+{
+	tally_dgc_accumulate(c->u, c->y, c->x, c->n, 0.9f);
+}
+
+static void
+run_dgc_select(struct tput_ctx *c)
+{
+	tput_sink = (float)tally_dgc_select(c->x, c->mask, c->n, c->thr);
+}
+
+static void
+run_2bit_encode(struct tput_ctx *c)
+{
+	tally_2bit_encode_i8(c->r, c->x, c->q8, c->n, c->tern_exp);
+}
+
+static void
+run_tern_encode(struct tput_ctx *c)
+{
+	(void)tally_tern_encode_i8(c->x, c->q8, c->n, c->absmax, 7, 0);
+}
+
+static void
+run_sign_encode(struct tput_ctx *c)
+{
+	tally_sign_encode(c->x, c->mask, c->n);
+}
+
+static void
+run_randk_gather(struct tput_ctx *c)
+{
+	uint64_t k = tally_randk_k(c->n, 0.01);
+
+	(void)tally_randk_gather(c->x, c->y, 0, (size_t)k, c->n, 7);
+}
+
 static const struct tput_row {
 	const char *name;
 	const char *what;
@@ -269,7 +328,15 @@ static const struct tput_row {
 		run_sparse_block_max },
 	{ "sparse-moments", "one SIDCo-E stage (sum, count)",
 		run_sparse_moments },
-	/* quant and feedback rows go here. */
+	{ "ef-apply", "v = g + r (error feedback)", run_ef_apply },
+	{ "ef-update", "r = v - sent", run_ef_update },
+	{ "dgc-accumulate", "DGC momentum correction", run_dgc_accumulate },
+	{ "dgc-select", "DGC mask at the 1 % threshold", run_dgc_select },
+	{ "2bit-encode-i8", "MXNet 2-bit with residual, i8", run_2bit_encode },
+	{ "tern-encode-i8", "TernGrad, i8", run_tern_encode },
+	{ "sign-encode", "signSGD bits", run_sign_encode },
+	{ "randk-gather", "shared-seed random-k, 1 %", run_randk_gather },
+	/* quant rows (<tally/quant.h>) go here. */
 };
 
 static void
@@ -284,8 +351,13 @@ tput_table(const float *x, size_t n, unsigned int reps)
 	c.bitmap = malloc(TALLY_SPARSE_BITMAP_WORDS(n) * sizeof(uint32_t));
 	c.blocks = malloc(nb * sizeof(uint32_t));
 	c.bmax = malloc(nb * sizeof(float));
+	c.r = calloc(n, sizeof(*c.r));
+	c.u = calloc(n, sizeof(*c.u));
+	c.q8 = malloc(n);
+	c.mask = malloc(n);
 	if (t == NULL || c.q == NULL || c.y == NULL || c.bitmap == NULL ||
-	    c.blocks == NULL || c.bmax == NULL) {
+	    c.blocks == NULL || c.bmax == NULL || c.r == NULL || c.u == NULL ||
+	    c.q8 == NULL || c.mask == NULL) {
 		fprintf(stderr, "codecs: out of memory\n");
 		exit(BENCH_EXIT_FAIL);
 	}
@@ -293,6 +365,10 @@ tput_table(const float *x, size_t n, unsigned int reps)
 	(void)tally_sparse_threshold(x, n, 0.01, TALLY_SPARSE_TOPK, NULL,
 		&c.thr);
 	run_fixp_encode(&c);	/* decode reads these */
+	c.absmax = tally_fixp_absmax(x, n);
+	if (tally_2bit_exponent(c.thr, &c.tern_exp) < 0)
+		c.tern_exp = 0;
+	memset(c.y, 0, n * sizeof(*c.y));
 	printf("\n== CPU throughput, %zu f32 elements (%.0f MB), median of "
 		"%u\n", n, n * 4 / 1e6, reps);
 	printf("%-16s %8s %9s  %s\n", "codec pass", "GB/s", "ms/call", "what");
@@ -310,7 +386,7 @@ tput_table(const float *x, size_t n, unsigned int reps)
 		printf("%-16s %8.2f %9.3f  %s\n", tput_rows[r].name,
 			n * 4.0 / (ms * 1e6), ms, tput_rows[r].what);
 	}
-	printf("(quant and feedback codecs: rows to be added in "
+	printf("(quantizers, <tally/quant.h>: rows to be added in "
 		"tests/bench/codecs.c, tput_rows[])\n");
 	free(t);
 	free(c.q);
@@ -318,6 +394,10 @@ tput_table(const float *x, size_t n, unsigned int reps)
 	free(c.bitmap);
 	free(c.blocks);
 	free(c.bmax);
+	free(c.r);
+	free(c.u);
+	free(c.q8);
+	free(c.mask);
 }
 
 /*
