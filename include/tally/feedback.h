@@ -198,7 +198,10 @@ void tally_sign_decode_bits(const uint8_t *bits, float *x, size_t n,
  * return 0, or -EINVAL (nothing done) when first + cnt > n.
  */
 
-/* k for a density d in (0, 1]: ceil(d n), at least 1 when n > 0. */
+/*
+ * k for a density d in (0, 1]: d n rounded to nearest, at least 1 when
+ * n > 0; 0 for a density outside (0, 1].
+ */
 uint64_t tally_randk_k(uint64_t n, double density);
 
 /* idx[j] = index first + j, for j < cnt. */

@@ -14,7 +14,10 @@
 
 #define RANDK_BLOCK	256	/* indices computed before their loads */
 
-/* ceil(d n), at least 1 when n > 0; 0 for a density outside (0, 1]. */
+/*
+ * d n rounded to nearest (not up: 0.07 * 100 is 7.000000000000001 in
+ * doubles), at least 1 when n > 0; 0 for a density outside (0, 1].
+ */
 uint64_t
 tally_randk_k(uint64_t n, double density)
 {
@@ -22,7 +25,7 @@ tally_randk_k(uint64_t n, double density)
 
 	if (n == 0 || !(density > 0.0) || density > 1.0)
 		return 0;
-	k = ceil(density * (double)n);
+	k = nearbyint(density * (double)n);
 	if (k < 1.0)
 		return 1;
 	return k >= (double)n ? n : (uint64_t)k;

@@ -112,7 +112,9 @@ arguments(void **state)
 	assert_int_equal(tally_randk_indices(NULL, 4, 0, 4, 1), 0);
 	assert_int_equal(tally_randk_indices(NULL, 0, 0, 0, 1), 0);
 	assert_int_equal(tally_randk_k(1000, 0.01), 10);
-	assert_int_equal(tally_randk_k(1000, 0.0101), 11);
+	assert_int_equal(tally_randk_k(1000, 0.0101), 10);
+	assert_int_equal(tally_randk_k(1000, 0.0106), 11);
+	assert_int_equal(tally_randk_k(100, 0.07), 7);
 	assert_int_equal(tally_randk_k(10, 1e-9), 1);
 	assert_int_equal(tally_randk_k(10, 1.0), 10);
 	assert_int_equal(tally_randk_k(10, 0.0), 0);
