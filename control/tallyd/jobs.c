@@ -5,6 +5,7 @@
  * tallyd keeps only their BLAKE2b hash.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -106,9 +107,8 @@ tallyd_job_create(struct tallyd *d, const struct tallyd_job *tmpl,
 	j->group_ip = tmpl->group_ip;
 	j->group_port = tmpl->group_port;
 	j->idle_timeout_s = tmpl->idle_timeout_s;
-	memcpy(j->codec, tmpl->codec[0] != '\0' ? tmpl->codec : "fixp",
-		sizeof(j->codec));
-	j->codec[sizeof(j->codec) - 1] = '\0';
+	snprintf(j->codec, sizeof(j->codec), "%s", tmpl->codec[0] != '\0' ?
+		tmpl->codec : "fixp");
 	j->created = j->last_active = tallyd_wall_s();
 	randombytes_buf(token, sizeof(token));
 	crypto_generichash(j->token_hash, sizeof(j->token_hash), token,
