@@ -169,9 +169,20 @@ tally_codec_format(const struct tally_codec *c, char *buf, size_t len)
 			!(c->density > 0) || c->density > 1)
 		return -EINVAL;
 	n = snprintf(tmp, sizeof(tmp), "%s", names[c->kind]);
-	if (takes_density(c->kind) && c->density != DEFAULT_DENSITY)
-		n += snprintf(tmp + n, sizeof(tmp) - (size_t)n, ",density=%.17g",
-			c->density);
+	if (takes_density(c->kind) && c->density != DEFAULT_DENSITY) {
+		char d[32];
+		int prec;
+
+		/* The shortest text that reads back as the same double. */
+		for (prec = 1; prec < 17; prec++) {
+			snprintf(d, sizeof(d), "%.*g", prec, c->density);
+			if (strtod(d, NULL) == c->density)
+				break;
+		}
+		snprintf(d, sizeof(d), "%.*g", prec, c->density);
+		n += snprintf(tmp + n, sizeof(tmp) - (size_t)n, ",density=%s",
+			d);
+	}
 	if (c->kind != TALLY_CODEC_FIXP && c->seed != 0)
 		n += snprintf(tmp + n, sizeof(tmp) - (size_t)n, ",seed=%llu",
 			(unsigned long long)c->seed);

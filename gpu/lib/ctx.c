@@ -184,6 +184,7 @@ tally_ctx_close(struct tally_ctx *ctx)
 		return;
 	tally_transport_destroy(ctx->tp);
 	free(ctx->fixp);
+	free(ctx->stage);
 	free(ctx->rxbuf);
 	free(ctx->slots);
 	free(ctx);
@@ -204,4 +205,16 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		memset(st, 0, sizeof(*st));
 	else
 		*st = ctx->st;
+}
+
+void
+tally_ctx_info(const struct tally_ctx *ctx, struct tally_ctx_info *info)
+{
+	if (ctx == NULL || info == NULL)
+		return;
+	*info = (struct tally_ctx_info){
+		.job = ctx->job, .rank = ctx->rank, .world = ctx->world,
+		.window = ctx->window, .elems = ctx->elems,
+		.narrow = ctx->narrow, .codec = ctx->codec,
+	};
 }

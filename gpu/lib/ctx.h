@@ -57,6 +57,10 @@ struct tally_ctx {
 	uint32_t rx_room;
 	int32_t *fixp;			/* f32 allreduce's fixed-point copy */
 	size_t fixp_cap;		/* its elements */
+	uint8_t *stage;			/* a codec's encoded contributions */
+	size_t stage_cap;		/* its bytes */
+	uint64_t codec_calls;		/* tally_allreduce() calls: the step
+					 * of the codecs' random draws */
 	int broken;			/* an allreduce failed: slots unknown */
 	struct tally_ctx_stats st;
 	char err[TALLY_CTX_ERR_LEN];

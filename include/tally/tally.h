@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tally/codec.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -188,6 +190,20 @@ int tally_allreduce_enc(struct tally_ctx *ctx, unsigned int enc,
  * failure of the calling thread.
  */
 const char *tally_ctx_error(const struct tally_ctx *ctx);
+
+/* What a context is for: the job as the dataplane knows it. */
+struct tally_ctx_info {
+	uint16_t job;		/* id at the dataplane */
+	uint8_t rank;
+	uint8_t world;
+	uint16_t window;	/* slots in use */
+	uint16_t elems;		/* elements a packet */
+	uint8_t narrow;		/* sums come back in their own width */
+	struct tally_codec codec; /* what tally_allreduce() applies */
+};
+
+/* Fills *info from ctx. Borrows ctx. */
+void tally_ctx_info(const struct tally_ctx *ctx, struct tally_ctx_info *info);
 
 /* Counters over the context's life. */
 struct tally_ctx_stats {

@@ -26,6 +26,7 @@
 #include <tally/tally.h>
 
 #include "bench.h"
+#include "codec_ref.h"
 
 #define BENCH_EXIT_ERROR	3	/* an allreduce failed */
 #define DEFAULT_SIZE		(64ull << 20)
@@ -56,6 +57,8 @@ struct ar_opts {
 	unsigned int given;		/* GIVEN_* flags seen */
 	char url[256];			/* tally://...: join through tallyd */
 	char jtoken[65];		/* ... with the job's 64-hex token */
+	const char *codec;		/* --codec SPEC (with --dp) */
+	int narrow;			/* --narrow: the job's results are */
 	unsigned long reopen;		/* joins again after a failure */
 	unsigned long pause_ms;		/* between iterations */
 };
@@ -80,6 +83,7 @@ struct ar_run {
 	unsigned long bad_iter;	/* iterations that differ, 0 = none */
 	char check[160];
 	struct tally_ctx_stats st;
+	struct tally_ctx_info info;	/* the context's job and codec */
 };
 
 static const struct option long_opts[] = {
@@ -101,6 +105,8 @@ static const struct option long_opts[] = {
 	{ "url", required_argument, NULL, 'U' },
 	{ "reopen", required_argument, NULL, 'R' },
 	{ "pause-ms", required_argument, NULL, 'P' },
+	{ "codec", required_argument, NULL, 'C' },
+	{ "narrow", no_argument, NULL, 'N' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -136,6 +142,12 @@ usage(FILE *f)
 		"                           redo it, up to N times (--url "
 		"only)\n"
 		"  --pause-ms N             sleep between iterations\n"
+		"  --codec SPEC             f32 through this codec "
+		"(<tally/codec.h>;\n"
+		"                           with --url the job's codec "
+		"applies)\n"
+		"  --narrow                 the job returns narrow sums "
+		"(with --dp)\n"
 		"  --rank R                 this worker's rank, 0..W-1\n"
 		"  --world W                members of the job, 1..%u\n"
 		"  --size BYTES             tensor size, suffix K, M or G "
@@ -315,6 +327,17 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 'P':
 		return bench_parse_uint("pause-ms", arg, 0, 3600000,
 			&o->pause_ms);
+	case 'C': {
+		struct tally_codec spec;
+		char why[160];
+
+		if (tally_codec_parse(arg, &spec, why, sizeof(why)) != 0) {
+			fprintf(stderr, "--codec: %s\n", why);
+			return -1;
+		}
+		o->codec = arg;
+		return 0;
+	}
 	case 'r':
 		o->given |= GIVEN_RANK;
 		return bench_parse_uint("rank", arg, 0, TALLY_MAX_WORKERS - 1,
@@ -372,6 +395,8 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 			return 1;
 		} else if (c == 'J') {
 			o->json = 1;
+		} else if (c == 'N') {
+			o->narrow = 1;
 		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
 			goto bad;
 		}
@@ -530,6 +555,8 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.window = (uint16_t)o->window,
 		.elems = (uint16_t)o->elems,
 		.timeout_ms = (unsigned int)o->timeout_ms,
+		.codec = o->codec,
+		.narrow = (uint8_t)o->narrow,
 	};
 	int rc;
 
@@ -565,7 +592,8 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 			usleep((useconds_t)(o->pause_ms * 1000));
 		memcpy(a->buf, a->input, a->n * 4);
 		t0 = bench_now_ns();
-		rc = o->f32 ? tally_allreduce_f32(ctx, a->buf, a->n) :
+		/* f32 goes through the job's codec (fixp: the f32 sum). */
+		rc = o->f32 ? tally_allreduce(ctx, a->buf, a->n) :
 			tally_allreduce_i32(ctx, a->buf, a->n);
 		a->secs[it] = (double)(bench_now_ns() - t0) * 1e-9;
 		if (rc != 0 && reopened < o->reopen) {
@@ -578,6 +606,7 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 			*ctxp = NULL;
 			if ((rc = open_ctx(o, ctxp)) != 0)
 				return rc;
+			tally_ctx_info(*ctxp, &a->info);
 			printf("reopen: joined again\n");
 			fflush(stdout);
 			it--;
@@ -598,6 +627,49 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 	return 0;
 }
 
+static void
+gen_f32(const void *arg, unsigned int r, size_t i0, size_t len, float *out)
+{
+	gen(arg, r, i0, len, out);
+}
+
+/*
+ * A codec's results differ by call (its random draws take a step): each
+ * iteration against its own reference; the last one, left in a->input,
+ * for the element-wise report. Returns 0, 1 (differs: a->check says
+ * where), or -1 (no reference: a->check says why).
+ */
+static int
+check_codec(const struct ar_opts *o, struct ar_run *a)
+{
+	struct bench_codec_ref cr = {
+		.codec = a->info.codec, .world = (unsigned int)o->world,
+		.narrow = a->info.narrow, .seed = a->info.codec.seed,
+		.n = a->n, .gen = gen_f32, .arg = o,
+	};
+	unsigned long it;
+	int rc;
+
+	for (it = 0; it < o->iters; it++) {
+		cr.call = it;
+		rc = bench_codec_reference(&cr, a->input);
+		if (rc != 0) {
+			snprintf(a->check, sizeof(a->check), "FAIL (no "
+				"reference for codec %s: %s)",
+				tally_codec_name(cr.codec.kind), strerror(-rc));
+			return -1;
+		}
+		if (fnv1a64(a->input, a->n * 4) != a->digest[it] &&
+				it + 1 < o->iters) {
+			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
+				"%lu differs from the reference)", it + 1);
+			return 1;
+		}
+	}
+	a->ref_digest = a->digest[o->iters - 1];
+	return 0;
+}
+
 /* Compares the results with the reference (in a->input now). */
 static int
 check(const struct ar_opts *o, struct ar_run *a)
@@ -606,11 +678,19 @@ check(const struct ar_opts *o, struct ar_run *a)
 	unsigned long it;
 	size_t i;
 
+	if (o->f32 && a->info.codec.kind != TALLY_CODEC_FIXP) {
+		int rc = check_codec(o, a);
+
+		if (rc != 0)
+			return -1;
+		goto compare_last;
+	}
 	if (reference(o, a->n, a->input) != 0) {
 		snprintf(a->check, sizeof(a->check), "FAIL (out of memory)");
 		return -1;
 	}
 	a->ref_digest = fnv1a64(a->input, a->n * 4);
+compare_last:
 	for (i = 0; i < a->n && got[i] == want[i]; i++)
 		;
 	if (i < a->n) {
@@ -625,7 +705,8 @@ check(const struct ar_opts *o, struct ar_run *a)
 				(int32_t)got[i], (int32_t)want[i]);
 		return -1;
 	}
-	for (it = 0; it < o->iters; it++) {
+	for (it = 0; it < o->iters && !(o->f32 &&
+			a->info.codec.kind != TALLY_CODEC_FIXP); it++) {
 		if (a->digest[it] != a->ref_digest) {
 			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
 				"%lu differs from the reference)", it + 1);
@@ -645,6 +726,13 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 	printf("allreduce: rank %lu of %lu, job %lu, %s, %llu B "
 		"(%zu elements)\n", o->rank, o->world, o->job,
 		o->f32 ? "f32" : "i32", o->size, a->n);
+	if (o->f32) {
+		char spec[TALLY_CODEC_SPEC_MAX] = "?";
+
+		tally_codec_format(&a->info.codec, spec, sizeof(spec));
+		printf("codec: %s, %s results\n", spec, a->info.narrow ?
+			"narrow" : "wide");
+	}
 	printf("dataplane: %s:%u/%u, elems %lu, window %lu, timeout %lu ms, "
 		"seed %llu\n", o->dp_addr, o->dp_port, o->dp_nports,
 		o->elems ? o->elems : TALLY_DEFAULT_ELEMS,
@@ -751,6 +839,7 @@ bench_allreduce(int argc, char **argv)
 		free_run(&a);
 		return BENCH_EXIT_ERROR;
 	}
+	tally_ctx_info(ctx, &a.info);
 	rc = run_iters(&o, &ctx, &a);
 	if (ctx != NULL)
 		tally_ctx_stats(ctx, &a.st);

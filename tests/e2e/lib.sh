@@ -99,7 +99,7 @@ dp_counter() {
 
 # job_add ID TOKEN RANKS...: a job whose members are the given workers,
 # each at its address, UDP port 40000 + ID; with GROUP set, results go to
-# that multicast group on the same port.
+# that multicast group on the same port; NARROW=true: narrow results.
 job_add() {
 	local id=$1 token=$2 members="" r world=0
 	shift 2
@@ -111,7 +111,7 @@ job_add() {
 	local group=""
 	[ -n "${GROUP:-}" ] &&
 		group=",\"group\":{\"ip\":\"$GROUP\",\"port\":$((40000 + id))}"
-	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"members\":[$members]$group}"
+	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"narrow\":${NARROW:-false},\"members\":[$members]$group}"
 }
 
 # worker NS-INDEX ID TOKEN RANK WORLD OUT [tally-bench options]: runs one

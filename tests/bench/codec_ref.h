@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The reference result of tally_allreduce() for a codec (codec_ref.c):
+ * the same computation as every rank's libtally and the dataplane
+ * together, done here on the CPU from all ranks' tensors.
+ */
+#ifndef TALLY_BENCH_CODEC_REF_H
+#define TALLY_BENCH_CODEC_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tally/codec.h>
+
+struct bench_codec_ref {
+	struct tally_codec codec;	/* the job's */
+	unsigned int world;
+	int narrow;			/* the job's result width */
+	uint64_t seed;			/* the codec's seed (codec.seed) */
+	uint64_t call;			/* which tally_allreduce() of the
+					 * context: 0 for its first */
+	size_t n;			/* elements */
+	/* Writes elements [i0, i0 + len) of rank r's tensor to out. */
+	void (*gen)(const void *arg, unsigned int r, size_t i0, size_t len,
+		float *out);
+	const void *arg;
+};
+
+/*
+ * Writes to ref (n floats) what every rank's tally_allreduce() returns.
+ * Returns 0, -EOPNOTSUPP for a codec it cannot compute yet, -ENOMEM, or
+ * the codec's own refusal (e.g. -ERANGE: no level for narrow q4).
+ */
+int bench_codec_reference(const struct bench_codec_ref *cr, float *ref);
+
+#endif /* TALLY_BENCH_CODEC_REF_H */

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# Every codec tally_allreduce() applies, end to end through tally-dp:
+# four workers allreduce f32 tensors through the codec, and each one's
+# decoded result equals the CPU reference of the same computation (every
+# rank's encoding with its seeds, the dataplane's integer sums, the
+# decoding) bit for bit, on every iteration (the draws change per call),
+# with wide and narrow results. CODECS_LOSS=1 runs it on lossy links
+# (codecs_loss_test.sh).
+TESTBED_OPTS="-n 4 ${CODECS_TESTBED:-}"
+. "$(dirname "$0")/preamble.sh"
+TOKEN=c0dec0dec0dec0de
+id=0
+
+dp_start
+ok $? "tally-dp starts"
+# run_codec SPEC NARROW: a fresh job (narrow or wide results), 4 workers.
+run_codec() {
+	local spec=$1 narrow=$2 flag=
+	id=$((id + 1))
+	[ "$narrow" = true ] && flag=--narrow
+	NARROW=$narrow job_add "$id" "$TOKEN" 0 1 2 3 >/dev/null
+	allreduce_all "$id" "$TOKEN" 4 "c$id" --type f32 --size 2M \
+		--iters 2 --seed "$id" --codec "$spec" --timeout-ms 10000 $flag
+	grep -h "^codec:" "$WORK/c$id.0" | sed "s/^/# $spec: /"
+	dp_admin "{\"cmd\":\"job_del\",\"id\":$id}" >/dev/null
+}
+for spec in q16 q8,seed=5 q4,seed=99 ternary,seed=3 sign; do
+	run_codec "$spec" false
+	run_codec "$spec" true
+done
+run_codec randk,density=0.05,seed=11 false
+finish
