@@ -238,6 +238,28 @@ ok $? "and counts it (dp_reprograms $before -> $after)"
 allreduce_url_all s5 --type i32 --size 4M --iters 1 --seed 15
 ok $? "the next allreduce succeeds"
 
+# --- a job's codec reaches its workers ----------------------------------
+tctl job create squeezed --world 4 --codec q8,seed=3 --narrow >/dev/null &&
+	tctl --json job create squeezed2 --world 4 --codec q9 >/dev/null 2>"$WORK/q9.err"
+[ $? -eq 1 ] && grep -q "unknown codec 'q9'" "$WORK/q9.err"
+ok $? "a job with codec q8 is created; an unknown codec is refused"
+SQ=$(tctl --json job create squeezed3 --world 4 --codec q8,seed=3 --narrow | jq_py 'j["token"]')
+pids=""
+for r in 0 1 2 3; do
+	worker_url "$r" squeezed3 "$SQ" "$r" 4 "$WORK/q.$r" --type f32 \
+		--size 2M --iters 2 --seed 21
+	pids="$pids $WPID"
+done
+rc=0
+for p in $pids; do
+	wait "$p" || rc=1
+done
+grep -q "^codec: q8,seed=3, narrow results" "$WORK/q.0"
+ok $(( rc | $? )) "workers joined through tallyd apply the job's codec (q8, narrow): results equal the CPU reference"
+[ $rc -eq 0 ] || sed 's/^/#   /' "$WORK"/q.*
+tctl job delete squeezed >/dev/null && tctl job delete squeezed3 >/dev/null
+ok $? "the codec jobs are deleted"
+
 # --- idle removal, delete -------------------------------------------------
 tctl job create brief --world 1 --idle-timeout 1 >/dev/null
 sleep 2.5
