@@ -4,7 +4,7 @@
  *
  * 1. Throughput of every codec pass, in GB/s of f32 input: fixed point,
  *    block selection, the feedback family (<tally/feedback.h>); the
- *    quantizers' rows go in tput_rows[] once <tally/quant.h> is built.
+ *    quantizers' rows are there too.
  * 2. The threshold estimators of <tally/sparse.h> (SIDCo-E, SIDCo-GP,
  *    SIDCo-G, DGC) against exact top-k (tally's radix select, and a
  *    quickselect on a copy of the magnitudes, the nth_element baseline):
@@ -28,6 +28,7 @@
 
 #include <tally/feedback.h>
 #include <tally/fixp.h>
+#include <tally/quant.h>
 #include <tally/sparse.h>
 
 #include "bench.h"
@@ -218,6 +219,8 @@ struct tput_ctx {
 	int8_t *q8;
 	uint8_t *mask;
 	int tern_exp;		/* 2-bit threshold's exponent */
+	float qscale;		/* q8's scale (wide, 127 levels) */
+	float qscale4;		/* q4's (7 levels) */
 };
 
 static volatile float tput_sink;
@@ -315,6 +318,25 @@ run_randk_gather(struct tput_ctx *c)
 	(void)tally_randk_gather(c->x, c->y, 0, (size_t)k, c->n, 7);
 }
 
+static void
+run_quant_encode_i8(struct tput_ctx *c)
+{
+	tally_quant_encode_i8(c->x, c->q8, c->n, c->qscale, 127, 7, 0);
+}
+
+static void
+run_quant_encode_i4(struct tput_ctx *c)
+{
+	tally_quant_encode_i4(c->x, (uint8_t *)c->q8, c->n, c->qscale4, 7, 7,
+		0);
+}
+
+static void
+run_quant_decode_i8(struct tput_ctx *c)
+{
+	tally_quant_decode_i8(c->q8, c->y, c->n, c->qscale);
+}
+
 static const struct tput_row {
 	const char *name;
 	const char *what;
@@ -336,7 +358,10 @@ static const struct tput_row {
 	{ "tern-encode-i8", "TernGrad, i8", run_tern_encode },
 	{ "sign-encode", "signSGD bits", run_sign_encode },
 	{ "randk-gather", "shared-seed random-k, 1 %", run_randk_gather },
-	/* quant rows (<tally/quant.h>) go here. */
+	{ "quant-encode-i8", "q8: stochastic i8, shared scale",
+		run_quant_encode_i8 },
+	{ "quant-encode-i4", "q4: stochastic i4 nibbles", run_quant_encode_i4 },
+	{ "quant-decode-i8", "q8: narrow i8 sums -> f32", run_quant_decode_i8 },
 };
 
 static void
@@ -369,6 +394,10 @@ tput_table(const float *x, size_t n, unsigned int reps)
 	if (tally_2bit_exponent(c.thr, &c.tern_exp) < 0)
 		c.tern_exp = 0;
 	memset(c.y, 0, n * sizeof(*c.y));
+	if (tally_quant_scale(c.absmax, 127, &c.qscale) != 0)
+		c.qscale = 1.0f;
+	if (tally_quant_scale(c.absmax, 7, &c.qscale4) != 0)
+		c.qscale4 = 1.0f;
 	printf("\n== CPU throughput, %zu f32 elements (%.0f MB), median of "
 		"%u\n", n, n * 4 / 1e6, reps);
 	printf("%-16s %8s %9s  %s\n", "codec pass", "GB/s", "ms/call", "what");
@@ -386,8 +415,6 @@ tput_table(const float *x, size_t n, unsigned int reps)
 		printf("%-16s %8.2f %9.3f  %s\n", tput_rows[r].name,
 			n * 4.0 / (ms * 1e6), ms, tput_rows[r].what);
 	}
-	printf("(quantizers, <tally/quant.h>: rows to be added in "
-		"tests/bench/codecs.c, tput_rows[])\n");
 	free(t);
 	free(c.q);
 	free(c.y);
