@@ -6,6 +6,13 @@
 
 static const struct tally_addr any_src;
 
+/* A block-sparse contribution: the uncommon path. */
+static inline int
+unlikely_sparse(const struct tally_hdr *h)
+{
+	return __builtin_expect((h->flags & TALLY_F_SPARSE) != 0, 0);
+}
+
 static enum tally_verdict_kind
 refuse(struct tally_agg_stats *st, struct tally_verdict *v,
 	enum tally_status s)
@@ -39,13 +46,21 @@ addr_match(const struct tally_addr *m, const struct tally_addr *src)
 		(m->port == 0 || m->port == src->port);
 }
 
-/* Whether h is a contribution to the round that set holds. */
+/*
+ * Whether h is a contribution to the round that set holds. In a
+ * block-sparse round a member without the block sends count 0, and the
+ * round's count is 0 until a member with the block sends it.
+ */
 static inline int
 same_round(const struct tally_set *set, const struct tally_hdr *h)
 {
-	return set->offset == h->offset && set->count == h->count &&
-		set->type == h->type && set->enc == h->enc &&
-		set->scale_exp == h->scale_exp;
+	if (set->offset != h->offset || set->type != h->type ||
+			set->enc != h->enc || set->scale_exp != h->scale_exp)
+		return 0;
+	if (set->count == h->count)
+		return !((set->flags ^ h->flags) & TALLY_F_SPARSE);
+	return (set->flags & h->flags & TALLY_F_SPARSE) &&
+		(h->count == 0 || set->count == 0);
 }
 
 static void
@@ -56,7 +71,8 @@ start_round(struct tally_set *set, const struct tally_hdr *h)
 	set->scale_exp = h->scale_exp;
 	set->type = h->type;
 	set->enc = h->enc;
-	set->flags = h->flags & TALLY_F_LAST;
+	set->flags = h->flags & (TALLY_F_LAST | TALLY_F_SPARSE);
+	set->next_min = h->next_block;
 	set->ncontrib = 0;
 	set->complete = 0;
 }
@@ -82,7 +98,9 @@ result(const struct tally_job *job, const struct tally_set *set,
 	r->offset = set->offset;
 	r->count = set->count;
 	r->scale_exp = set->scale_exp;
-	r->next_block = TALLY_NO_BLOCK;
+	/* A block-sparse result names the stream's next round's block. */
+	r->next_block = (set->flags & TALLY_F_SPARSE) ? set->next_min :
+		TALLY_NO_BLOCK;
 	v->payload = tally_job_lanes(job, slot, b);
 	v->payload_len = set->res_len;
 	v->kind = kind;
@@ -122,14 +140,29 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 		return nack(st, v, h, TALLY_ST_EARLY);
 	if (cur->bitmap == 0) {
 		start_round(cur, h);
-		tally_lanes_init(lanes, payload, op, h->enc, h->count);
+		if (h->count > 0)
+			tally_lanes_init(lanes, payload, op, h->enc, h->count);
 	} else {
 		/* A completed round is kept until every member moved on. */
 		if (cur->complete)
 			return nack(st, v, h, TALLY_ST_EARLY);
 		if (!same_round(cur, h))
 			return nack(st, v, h, TALLY_ST_MISMATCH);
-		tally_lanes_fold(lanes, payload, op, h->enc, h->count);
+		if (unlikely_sparse(h)) {
+			/* Members without the block add nothing. */
+			if (h->next_block < cur->next_min)
+				cur->next_min = h->next_block;
+			if (h->count > 0 && cur->count == 0) {
+				cur->count = h->count;
+				tally_lanes_init(lanes, payload, op, h->enc,
+					h->count);
+			} else if (h->count > 0) {
+				tally_lanes_fold(lanes, payload, op, h->enc,
+					h->count);
+			}
+		} else {
+			tally_lanes_fold(lanes, payload, op, h->enc, h->count);
+		}
 	}
 	oth->bitmap &= ~bit;
 	cur->bitmap |= bit;

@@ -49,7 +49,9 @@ struct tally_set {
 	uint8_t flags;		/* TALLY_F_LAST of the round, echoed in results */
 	uint8_t pad_[2];
 	uint16_t res_len;	/* result payload bytes, once complete */
-	uint16_t pad2_[3];
+	uint16_t pad2_;
+	uint32_t next_min;	/* SPARSE: the least next_block of the
+				 * round's contributions */
 };
 
 /*

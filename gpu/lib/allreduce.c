@@ -15,6 +15,7 @@
 #include <tally/feedback.h>
 #include <tally/fixp.h>
 #include <tally/quant.h>
+#include <tally/sparse.h>
 
 #include "ctx.h"
 
@@ -486,6 +487,30 @@ tally_allreduce(struct tally_ctx *ctx, float *buf, size_t n)
 		if (rc <= 0)
 			return rc;
 		return allreduce_randk(ctx, buf, n);
+	case TALLY_CODEC_SPARSE: {
+		float global;
+
+		rc = check_call(ctx, buf, n);
+		if (rc <= 0)
+			return rc;
+		if (ctx->elems < TALLY_SPARSE_BLOCK)
+			return tally_ctx_fail(ctx, -EINVAL, "sparse sends "
+				"blocks of %u elements: elems must be at least "
+				"that, not %u", TALLY_SPARSE_BLOCK, ctx->elems);
+		if (n > TALLY_SPARSE_N_MAX)
+			return tally_ctx_fail(ctx, -EINVAL, "%zu elements: "
+				"too many for 32-bit block indices", n);
+		rc = grow_fixp(ctx, n);
+		if (rc != 0)
+			return rc;
+		rc = global_absmax(ctx, buf, n, &global);
+		if (rc != 0)
+			return rc;
+		rc = tally_lib_allreduce_sparse(ctx, buf, n, global);
+		if (rc != 0)
+			ctx->broken = 1;
+		return rc;
+	}
 	default:
 		return tally_ctx_fail(ctx, -EOPNOTSUPP, "codec %s is not "
 			"applied by this libtally yet",

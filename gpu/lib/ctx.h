@@ -82,6 +82,16 @@ int tally_ctx_open_fail(int rc, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /*
+ * The block-sparse allreduce of buf's n elements (sparse.c), after the
+ * MAX round gave global_absmax: streams of blocks through the slots, the
+ * sums written over buf (zeros where no rank had a block). ctx->fixp
+ * must hold n elements. Returns 0 or a negative errno, with ctx->err set;
+ * after an error the slots are out of step.
+ */
+int tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
+	float global_absmax);
+
+/*
  * One pass of chunks through the slots: what tally_window_run() does.
  * Contributions are in enc; results come back in tally_enc_result(enc,
  * ctx->narrow) for sums, in enc for maxima (docs/protocol.md, "Result

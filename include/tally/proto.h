@@ -284,7 +284,16 @@ tally_hdr_decode(const void *buf, size_t len, struct tally_hdr *h)
 	if ((h->type == TALLY_PT_MAX || h->type == TALLY_PT_MAX_RESULT) &&
 			h->enc != TALLY_ENC_F32 && h->enc != TALLY_ENC_I32)
 		return TALLY_ST_BAD_ENCODING;
-	if (h->count == 0 || h->count > TALLY_MAX_ELEMS)
+	/*
+	 * A block-sparse SUM (or its result) may carry no block: count 0,
+	 * no payload (docs/protocol.md, "Block-sparse streams"). Maxima are
+	 * never sparse.
+	 */
+	if ((h->flags & TALLY_F_SPARSE) && (h->type == TALLY_PT_MAX ||
+			h->type == TALLY_PT_MAX_RESULT))
+		return TALLY_ST_BAD_TYPE;
+	if ((h->count == 0 && !(h->flags & TALLY_F_SPARSE)) ||
+			h->count > TALLY_MAX_ELEMS)
 		return TALLY_ST_BAD_LENGTH;
 	want = tally_enc_payload_len(h->enc, h->count);
 	if (len - TALLY_HDR_LEN != want)

@@ -14,6 +14,7 @@
 #include <tally/fixp.h>
 #include <tally/proto.h>
 #include <tally/quant.h>
+#include <tally/sparse.h>
 
 #include "codec_ref.h"
 
@@ -277,6 +278,86 @@ out:
 	return rc;
 }
 
+/*
+ * sparse (gpu/lib/sparse.c): every rank picks its blocks with its own
+ * threshold; the blocks any rank picked come back as the fixed-point sum
+ * of the ranks that picked them (the others sent nothing), zeros elsewhere.
+ */
+static int
+sparse_reference(const struct bench_codec_ref *cr, float *ref)
+{
+	struct tally_sparse_params p = { .seed = cr->codec.seed };
+	size_t n = cr->n, nb = TALLY_SPARSE_NBLOCKS(n), i0, len;
+	float *x = malloc(n * sizeof(float) + 4);
+	int32_t *q = malloc(n * sizeof(int32_t) + 4);
+	uint32_t *acc = calloc(n + 1, sizeof(*acc));
+	uint32_t *blocks = malloc(nb * sizeof(*blocks) + 4);
+	uint8_t *any = calloc(nb + 1, 1);
+	float *bmax = malloc(nb * sizeof(float) + 4);
+	float amax = 0.0f, thr;
+	struct tally_sparse_sel sel;
+	int rc = -ENOMEM, e;
+
+	if (x == NULL || q == NULL || acc == NULL || blocks == NULL ||
+			any == NULL || bmax == NULL)
+		goto out;
+	for (unsigned int r = 0; r < cr->world; r++) {
+		float a;
+
+		for (i0 = 0; i0 < n; i0 += len) {
+			len = n - i0 < BLOCK ? n - i0 : BLOCK;
+			cr->gen(cr->arg, r, i0, len, x + i0);
+		}
+		a = tally_fixp_absmax(x, n);
+		amax = a > amax ? a : amax;
+	}
+	rc = tally_fixp_exponent(amax, cr->world, &e);
+	if (rc != 0)
+		goto out;
+	for (unsigned int r = 0; r < cr->world; r++) {
+		for (i0 = 0; i0 < n; i0 += len) {
+			len = n - i0 < BLOCK ? n - i0 : BLOCK;
+			cr->gen(cr->arg, r, i0, len, x + i0);
+		}
+		/* density: of blocks, by their largest magnitudes. */
+		tally_sparse_block_max(x, n, bmax);
+		rc = tally_sparse_threshold(bmax, nb, cr->codec.density,
+			(enum tally_sparse_est)cr->codec.est, &p, &thr);
+		if (rc == 0)
+			rc = tally_sparse_select(x, n, thr, NULL, blocks, &sel);
+		if (rc != 0)
+			goto out;
+		tally_fixp_encode(x, q, n, e);
+		for (size_t k = 0; k < sel.blocks; k++) {
+			size_t b0 = (size_t)blocks[k] * TALLY_SPARSE_BLOCK;
+			size_t b1 = b0 + TALLY_SPARSE_BLOCK < n ?
+				b0 + TALLY_SPARSE_BLOCK : n;
+
+			any[blocks[k]] = 1;
+			for (size_t i = b0; i < b1; i++)
+				acc[i] += (uint32_t)q[i];
+		}
+	}
+	tally_fixp_decode((const int32_t *)acc, ref, n, e);
+	for (size_t b = 0; b < nb; b++)
+		if (!any[b]) {
+			size_t b0 = b * TALLY_SPARSE_BLOCK;
+			size_t b1 = b0 + TALLY_SPARSE_BLOCK < n ?
+				b0 + TALLY_SPARSE_BLOCK : n;
+
+			memset(ref + b0, 0, (b1 - b0) * sizeof(*ref));
+		}
+	rc = 0;
+out:
+	free(x);
+	free(q);
+	free(acc);
+	free(blocks);
+	free(any);
+	free(bmax);
+	return rc;
+}
+
 int
 bench_codec_reference(const struct bench_codec_ref *cr, float *ref)
 {
@@ -293,6 +374,8 @@ bench_codec_reference(const struct bench_codec_ref *cr, float *ref)
 		return vote_reference(cr, 0, ref);
 	case TALLY_CODEC_RANDK:
 		return randk_reference(cr, ref);
+	case TALLY_CODEC_SPARSE:
+		return sparse_reference(cr, ref);
 	default:
 		return -EOPNOTSUPP;
 	}

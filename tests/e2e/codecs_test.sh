@@ -31,4 +31,6 @@ for spec in q16 q8,seed=5 q4,seed=99 ternary,seed=3 sign; do
 	run_codec "$spec" true
 done
 run_codec randk,density=0.05,seed=11 false
+run_codec sparse,density=0.02,est=topk false
+run_codec sparse,density=0.05,est=sidco-gpd false
 finish

@@ -67,6 +67,9 @@ round_trip_random(void **state)
 		if (h.type == TALLY_PT_MAX || h.type == TALLY_PT_MAX_RESULT)
 			h.enc = (r >> 16) & 1 ? TALLY_ENC_F32 : TALLY_ENC_I32;
 		h.flags = (uint8_t)(r >> 20);
+		/* Maxima are never block-sparse (bad_type). */
+		if (h.type == TALLY_PT_MAX || h.type == TALLY_PT_MAX_RESULT)
+			h.flags &= (uint8_t)~TALLY_F_SPARSE;
 		h.job = (uint16_t)(r >> 28);
 		h.token = rnd();
 		h.rank = (uint8_t)(r >> 44);
@@ -193,6 +196,23 @@ bad_length(void **state)
 	h.count = 0;
 	len = build(buf, &h);
 	assert_int_equal(tally_hdr_decode(buf, len, &d), TALLY_ST_BAD_LENGTH);
+	/* A block-sparse SUM or result may carry no block; a MAX never. */
+	h.type = TALLY_PT_SUM;
+	h.flags |= TALLY_F_SPARSE;
+	len = build(buf, &h);
+	assert_int_equal(len, TALLY_HDR_LEN);
+	assert_int_equal(tally_hdr_decode(buf, len, &d), TALLY_ST_OK);
+	h.type = TALLY_PT_SUM_RESULT;
+	len = build(buf, &h);
+	assert_int_equal(tally_hdr_decode(buf, len, &d), TALLY_ST_OK);
+	assert_int_equal(tally_hdr_decode(buf, len + 4, &d),
+		TALLY_ST_BAD_LENGTH);
+	h.type = TALLY_PT_MAX;
+	h.enc = TALLY_ENC_F32;
+	h.count = 1;
+	len = build(buf, &h);
+	assert_int_equal(tally_hdr_decode(buf, len, &d), TALLY_ST_BAD_TYPE);
+	h = sample();
 	h.count = TALLY_MAX_ELEMS + 1;
 	tally_hdr_encode(&h, buf);
 	assert_int_equal(tally_hdr_decode(buf, TALLY_HDR_LEN +

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Block-sparse allreduce (codec "sparse"): only the blocks a worker
+ * selected travel, and every block any worker selected comes back summed
+ * to everyone (docs/protocol.md, "Block-sparse streams").
+ *
+ * The tensor is cut into blocks of TALLY_SPARSE_BLOCK elements; slot s
+ * carries the blocks b with b mod w == s (w = the window, at most the
+ * number of blocks) as a stream of rounds, one block a round, in
+ * increasing order. Every rank takes part in every round of every
+ * stream: with its block when it selected it, with a header alone when
+ * not; each contribution names the sender's next selected block of the
+ * stream (next_block), and each result names the smallest of those, the
+ * next round's block, so the stream visits exactly the union of the
+ * ranks' blocks. A first, header-only round per stream tells the first
+ * block. Values travel as shared-scale fixed point (one MAX round for the
+ * scale first), so the sums are exact and the same on every rank.
+ *
+ * One packet is outstanding per stream; a lost contribution or result is
+ * recovered by retransmission (flag RETX), the aggregator answering a
+ * counted member with the stored result, as for dense rounds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tally/fixp.h>
+#include <tally/sparse.h>
+
+#include "ctx.h"
+
+#define B	TALLY_SPARSE_BLOCK
+
+/* One slot's stream, as this rank runs it. */
+struct stream {
+	const uint32_t *mine;	/* this rank's blocks of the stream, ascending */
+	uint32_t nmine;
+	uint32_t pos;		/* the first of mine not yet sent */
+	uint32_t offset;	/* element offset of the round in flight */
+	uint8_t busy;		/* a round is in flight */
+	uint8_t done;
+	uint32_t rto_us;
+	uint64_t deadline_ns;
+	const void *payload;	/* of the packet in flight; NULL: none */
+	uint32_t plen;
+	uint8_t hdr[TALLY_HDR_LEN];
+};
+
+struct srun {
+	struct tally_ctx *ctx;
+	float *buf;		/* the caller's: in, then the sums */
+	const int32_t *q;	/* the encoded tensor */
+	size_t n;
+	int e;			/* the fixed-point exponent */
+	uint32_t w;		/* streams */
+	uint32_t left;		/* streams not done */
+	struct stream *st;
+	uint64_t progress_ns;
+	int err;
+	unsigned int ntx;
+	struct tally_tx_pkt tx[TALLY_TP_BURST];
+};
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+flush(struct srun *run)
+{
+	unsigned int n = run->ntx;
+	int rc;
+
+	run->ntx = 0;
+	if (n == 0 || run->err != 0)
+		return;
+	rc = tally_transport_send(run->ctx->tp, run->tx, n);
+	if (rc < 0)
+		run->err = tally_ctx_fail(run->ctx, rc, "%s transport: send: %s",
+			run->ctx->tp->name, strerror(-rc));
+}
+
+static void
+queue(struct srun *run, uint16_t s)
+{
+	struct stream *st = &run->st[s];
+	struct tally_tx_pkt *p = &run->tx[run->ntx++];
+
+	p->slot = s;
+	p->iov[0].iov_base = st->hdr;
+	p->iov[0].iov_len = TALLY_HDR_LEN;
+	p->iov[1].iov_base = (void *)(uintptr_t)st->payload;
+	p->iov[1].iov_len = st->plen;
+	run->ctx->st.packets_sent++;
+	run->ctx->st.bytes_sent += TALLY_HDR_LEN + st->plen;
+	if (run->ntx == TALLY_TP_BURST)
+		flush(run);
+}
+
+/*
+ * Starts stream s's round on block blk (UINT32_MAX: the first, header-
+ * only round): this rank's block when it selected blk, else the header.
+ */
+static void
+contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
+{
+	struct tally_ctx *ctx = run->ctx;
+	struct stream *st = &run->st[s];
+	uint32_t count = 0, off;
+	struct tally_hdr h;
+
+	if (blk == UINT32_MAX) {
+		off = s * B;	/* the stream's first possible block */
+	} else {
+		off = blk * B;
+		if (st->pos < st->nmine && st->mine[st->pos] == blk) {
+			count = run->n - off < B ? (uint32_t)(run->n - off) : B;
+			st->pos++;
+		}
+	}
+	h = (struct tally_hdr){
+		.version = TALLY_PROTO_VERSION,
+		.type = TALLY_PT_SUM,
+		.flags = (uint8_t)(TALLY_F_SPARSE |
+			(ctx->slots[s].set ? TALLY_F_SET : 0)),
+		.enc = TALLY_ENC_I32,
+		.job = ctx->job,
+		.token = ctx->token,
+		.rank = ctx->rank,
+		.slot = s,
+		.offset = off,
+		.count = (uint16_t)count,
+		.scale_exp = (int16_t)run->e,
+		.next_block = st->pos < st->nmine ? st->mine[st->pos] :
+			TALLY_NO_BLOCK,
+	};
+	tally_hdr_encode(&h, st->hdr);
+	st->offset = off;
+	st->payload = count > 0 ? run->q + off : NULL;
+	st->plen = count * 4;
+	st->busy = 1;
+	st->rto_us = ctx->rto_us;
+	st->deadline_ns = now + (uint64_t)st->rto_us * 1000;
+	queue(run, s);
+}
+
+/* Resends the packets whose deadline passed, with backoff. */
+static void
+retransmit(struct srun *run, uint64_t now)
+{
+	for (uint32_t s = 0; s < run->w; s++) {
+		struct stream *st = &run->st[s];
+
+		if (!st->busy || st->deadline_ns > now)
+			continue;
+		st->rto_us = st->rto_us * 2 > TALLY_RTO_MAX_US ?
+			TALLY_RTO_MAX_US : st->rto_us * 2;
+		st->deadline_ns = now + (uint64_t)st->rto_us * 1000;
+		st->hdr[4] |= TALLY_F_RETX;
+		run->ctx->st.retransmits++;
+		queue(run, (uint16_t)s);
+	}
+}
+
+/* Handles one received packet (borrowed). */
+static void
+take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
+{
+	struct tally_ctx *ctx = run->ctx;
+	struct stream *st;
+	struct tally_hdr h;
+
+	ctx->st.bytes_received += len;
+	if (tally_hdr_decode(buf, len, &h) != TALLY_ST_OK ||
+			h.job != ctx->job || h.token != ctx->token ||
+			h.slot >= run->w) {
+		ctx->st.duplicates++;
+		return;
+	}
+	st = &run->st[h.slot];
+	if (h.type == TALLY_PT_NACK) {
+		ctx->st.nacks++;
+		if (h.rank == ctx->rank && st->busy && h.offset == st->offset)
+			run->err = tally_ctx_fail(ctx, -EPROTO, "dataplane "
+				"refused the sparse block at offset %u (slot "
+				"%u): %s", h.offset, h.slot,
+				tally_status_name(h.status));
+		return;
+	}
+	if (h.type != TALLY_PT_SUM_RESULT || h.enc != TALLY_ENC_I32 ||
+			!(h.flags & TALLY_F_SPARSE) || !st->busy ||
+			((h.flags & TALLY_F_SET) != 0) != ctx->slots[h.slot].set ||
+			h.offset != st->offset || h.scale_exp != run->e ||
+			len != TALLY_HDR_LEN + 4u * h.count ||
+			(h.count > 0 && ((size_t)h.offset + h.count > run->n))) {
+		ctx->st.duplicates++;
+		return;
+	}
+	/* The round is done: its sums (if any rank had the block), then on. */
+	if (h.count > 0)
+		tally_fixp_decode((const int32_t *)(const void *)(buf +
+			TALLY_HDR_LEN), run->buf + h.offset, h.count, run->e);
+	st->busy = 0;
+	ctx->slots[h.slot].set ^= 1;
+	ctx->st.results++;
+	run->progress_ns = now;
+	if (h.next_block == TALLY_NO_BLOCK) {
+		st->done = 1;
+		run->left--;
+		return;
+	}
+	if (h.next_block % run->w != h.slot ||
+			(size_t)h.next_block * B >= run->n) {
+		run->err = tally_ctx_fail(ctx, -EPROTO, "the dataplane named "
+			"block %u for slot %u: not one of its stream",
+			h.next_block, h.slot);
+		return;
+	}
+	contribute(run, h.slot, h.next_block, now);
+}
+
+static void
+receive(struct srun *run, uint64_t now, uint64_t until)
+{
+	struct tally_ctx *ctx = run->ctx;
+	struct tally_rx_pkt rx[TALLY_TP_BURST];
+	uint64_t wait_ns = until > now ? until - now : 0;
+	int rc, i;
+
+	if (wait_ns > 1000000000u)
+		wait_ns = 1000000000u;
+	for (i = 0; i < TALLY_TP_BURST; i++) {
+		rx[i].buf = ctx->rxbuf + (size_t)i * ctx->rx_room;
+		rx[i].room = ctx->rx_room;
+		rx[i].len = 0;
+	}
+	rc = tally_transport_recv(ctx->tp, rx, TALLY_TP_BURST,
+		(unsigned int)((wait_ns + 999) / 1000));
+	if (rc < 0) {
+		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
+			ctx->tp->name, strerror(-rc));
+		return;
+	}
+	now = now_ns();
+	for (i = 0; i < rc && run->err == 0; i++)
+		if (rx[i].len > 0)
+			take(run, rx[i].buf, rx[i].len, now);
+}
+
+/* The streams' rounds, from the first (header-only) to the last. */
+static int
+run_streams(struct srun *run)
+{
+	struct tally_ctx *ctx = run->ctx;
+	uint64_t timeout_ns = (uint64_t)ctx->timeout_ms * 1000000u;
+	uint64_t now = now_ns();
+
+	run->progress_ns = now;
+	for (uint32_t s = 0; s < run->w && run->err == 0; s++)
+		contribute(run, (uint16_t)s, UINT32_MAX, now);
+	flush(run);
+	while (run->left > 0 && run->err == 0) {
+		uint64_t next = UINT64_MAX, until = run->progress_ns + timeout_ns;
+
+		now = now_ns();
+		retransmit(run, now);
+		flush(run);
+		if (now >= until)
+			return tally_ctx_fail(ctx, -ETIMEDOUT, "no sparse result "
+				"from the dataplane for %u ms (%u of %u streams "
+				"done): a member is missing, or its packets are "
+				"dropped", ctx->timeout_ms, run->w - run->left,
+				run->w);
+		for (uint32_t s = 0; s < run->w; s++)
+			if (run->st[s].busy && run->st[s].deadline_ns < next)
+				next = run->st[s].deadline_ns;
+		receive(run, now, next < until ? next : until);
+		flush(run);
+	}
+	return run->err;
+}
+
+int
+tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
+	float global_absmax)
+{
+	struct tally_sparse_params p = { .seed = ctx->codec.seed };
+	size_t nblocks = TALLY_SPARSE_NBLOCKS(n);
+	uint32_t *blocks = NULL, *bystream = NULL, *count = NULL;
+	float *bmax = NULL;
+	struct srun run = { .ctx = ctx, .buf = buf, .n = n };
+	struct tally_sparse_sel sel;
+	float thr;
+	int rc;
+
+	if (tally_fixp_exponent(global_absmax, ctx->world, &run.e) != 0)
+		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over all "
+			"ranks is %g: no fixed-point scale for it",
+			global_absmax);
+	run.w = ctx->window < nblocks ? ctx->window : (uint32_t)nblocks;
+	run.left = run.w;
+	blocks = malloc(nblocks * sizeof(*blocks));
+	bystream = malloc(nblocks * sizeof(*bystream));
+	count = calloc((size_t)run.w + 1, sizeof(*count));
+	run.st = calloc(run.w, sizeof(*run.st));
+	bmax = malloc(nblocks * sizeof(*bmax));
+	if (blocks == NULL || bystream == NULL || count == NULL ||
+			run.st == NULL || bmax == NULL) {
+		rc = tally_ctx_fail(ctx, -ENOMEM, "out of memory for %zu "
+			"blocks", nblocks);
+		goto out;
+	}
+	/*
+	 * This rank's blocks: the codec's density is the fraction of blocks
+	 * kept, so the estimator works on the blocks' largest magnitudes; a
+	 * block goes when its largest reaches the threshold.
+	 */
+	tally_sparse_block_max(buf, n, bmax);
+	rc = tally_sparse_threshold(bmax, nblocks, ctx->codec.density,
+		(enum tally_sparse_est)ctx->codec.est, &p, &thr);
+	if (rc == 0)
+		rc = tally_sparse_select(buf, n, thr, NULL, blocks, &sel);
+	if (rc != 0) {
+		rc = tally_ctx_fail(ctx, rc, "block selection: %s",
+			strerror(-rc));
+		goto out;
+	}
+	/* Grouped by stream, each group ascending (a counting sort). */
+	for (size_t i = 0; i < sel.blocks; i++)
+		count[blocks[i] % run.w + 1]++;
+	for (uint32_t s = 0; s < run.w; s++)
+		count[s + 1] += count[s];
+	for (uint32_t s = 0; s < run.w; s++) {
+		run.st[s].mine = bystream + count[s];
+		run.st[s].nmine = count[s + 1] - count[s];
+	}
+	for (size_t i = 0; i < sel.blocks; i++)
+		bystream[count[blocks[i] % run.w]++] = blocks[i];
+	/* The values as fixed point; the sums come back over zeros. */
+	tally_fixp_encode(buf, ctx->fixp, n, run.e);
+	run.q = ctx->fixp;
+	memset(buf, 0, n * sizeof(*buf));
+	rc = run_streams(&run);
+out:
+	free(blocks);
+	free(bystream);
+	free(count);
+	free(run.st);
+	free(bmax);
+	return rc;
+}

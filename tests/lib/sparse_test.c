@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The block-sparse allreduce (codec "sparse") against the real engine
+ * behind loopagg: ranks with different block selections (one selecting
+ * none), with and without loss both ways, every rank's result equal bit
+ * for bit to the CPU reference (tests/bench/codec_ref.c), and only the
+ * union of the selected blocks non-zero.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tally/codec.h>
+#include <tally/sparse.h>
+#include <tally/tally.h>
+
+#include "../bench/codec_ref.h"
+#include "loopagg.h"
+
+#define JOB	6
+#define TOKEN	UINT64_C(0x6666000066660000)
+#define WORLD	3
+#define N	(TALLY_SPARSE_BLOCK * 61 + 17)	/* a short last block */
+
+struct rank {
+	pthread_t thread;
+	struct tally_ctx_opts o;
+	float *buf;
+	int rc;
+	char err[256];
+};
+
+static uint64_t
+mix(uint64_t z)
+{
+	z += UINT64_C(0x9e3779b97f4a7c15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/*
+ * Rank r's tensor: small noise everywhere and large values in one block
+ * of 11 (which ones depends on the rank), so that at a density of 5% a
+ * rank picks its large blocks and the ranks' picks differ; rank 2 is all
+ * zeros and picks none (zeros never travel).
+ */
+static void
+gen(const void *arg, unsigned int r, size_t i0, size_t len, float *out)
+{
+	(void)arg;
+	for (size_t i = 0; i < len; i++) {
+		size_t k = i0 + i, b = k / TALLY_SPARSE_BLOCK;
+		uint64_t h = mix((uint64_t)r << 40 ^ k);
+		float x = ((float)(h & 0xffff) / 65536.0f - 0.5f) * 1e-3f;
+
+		if ((b * 7 + r * 3) % 11 == 0)
+			x *= 4000.0f;
+		out[i] = r == 2 ? 0.0f : x;
+	}
+}
+
+static void *
+rank_main(void *arg)
+{
+	struct rank *k = arg;
+	struct tally_ctx *ctx;
+
+	k->rc = tally_ctx_open(&k->o, &ctx);
+	if (k->rc != 0) {
+		snprintf(k->err, sizeof(k->err), "%s", tally_ctx_error(NULL));
+		return NULL;
+	}
+	k->rc = tally_allreduce(ctx, k->buf, N);
+	snprintf(k->err, sizeof(k->err), "%s", tally_ctx_error(ctx));
+	tally_ctx_close(ctx);
+	return NULL;
+}
+
+static void
+one(const char *spec, double loss)
+{
+	struct loopagg_conf ac = {
+		.job = JOB, .token = TOKEN, .world = WORLD, .window = 8,
+		.max_elems = 256, .loss_up = loss, .loss_down = loss,
+		.dup = loss, .seed = 3,
+	};
+	struct bench_codec_ref cr = { .world = WORLD, .n = N, .gen = gen };
+	struct loopagg *a = loopagg_start(&ac);
+	float *ref = malloc(N * sizeof(float));
+	struct rank k[WORLD];
+	size_t nonzero = 0;
+
+	assert_non_null(a);
+	assert_non_null(ref);
+	assert_int_equal(tally_codec_parse(spec, &cr.codec, NULL, 0), 0);
+	cr.seed = cr.codec.seed;
+	assert_int_equal(bench_codec_reference(&cr, ref), 0);
+	for (size_t i = 0; i < N; i++)
+		nonzero += ref[i] != 0.0f;
+	/* Some blocks travel, far from all. */
+	assert_true(nonzero > 0 && nonzero < N / 2);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		k[r] = (struct rank){
+			.o = { .dp_addr = "127.0.0.1",
+				.dp_port = loopagg_port(a), .job = JOB,
+				.token = TOKEN, .rank = (uint8_t)r,
+				.world = WORLD, .window = 8, .elems = 256,
+				.rto_us = 500, .timeout_ms = 5000,
+				.codec = spec },
+			.buf = malloc(N * sizeof(float)),
+		};
+		assert_non_null(k[r].buf);
+		gen(NULL, r, 0, N, k[r].buf);
+		assert_int_equal(pthread_create(&k[r].thread, NULL, rank_main,
+			&k[r]), 0);
+	}
+	for (unsigned int r = 0; r < WORLD; r++)
+		pthread_join(k[r].thread, NULL);
+	loopagg_stop(a, NULL);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		if (k[r].rc != 0)
+			fail_msg("%s: rank %u: %d (%s)", spec, r, k[r].rc,
+				k[r].err);
+		if (memcmp(k[r].buf, ref, N * sizeof(float)) != 0)
+			fail_msg("%s: rank %u differs from the reference", spec,
+				r);
+		free(k[r].buf);
+	}
+	free(ref);
+}
+
+static void
+exact_topk(void **state)
+{
+	(void)state;
+	one("sparse,density=0.05,est=topk", 0);
+}
+
+static void
+sidco_with_loss(void **state)
+{
+	(void)state;
+	one("sparse,density=0.05,est=sidco-gpd", 0.05);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(exact_topk),
+		cmocka_unit_test(sidco_with_loss),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
