@@ -176,6 +176,12 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	char token[TALLY_RDV_TOKEN_HEX + 1];
 	json_t *o;
 
+	/* Narrow i4 sums hold 7 ranks of -1..+1 (q4: of -1..+1 levels). */
+	if (r->narrow && r->world > 7 && (strncmp(r->codec, "q4", 2) == 0 ||
+			strncmp(r->codec, "ternary", 7) == 0))
+		return err_reply(ERANGE, "codec %s with narrow results holds "
+			"at most 7 ranks (i4 sums), not %u: drop narrow or "
+			"pick q8", r->codec, r->world);
 	strcpy(t.name, r->name);
 	t.world = (uint8_t)r->world;
 	t.window = (uint16_t)r->window;

@@ -243,6 +243,9 @@ tctl job create squeezed --world 4 --codec q8,seed=3 --narrow >/dev/null &&
 	tctl --json job create squeezed2 --world 4 --codec q9 >/dev/null 2>"$WORK/q9.err"
 [ $? -eq 1 ] && grep -q "unknown codec 'q9'" "$WORK/q9.err"
 ok $? "a job with codec q8 is created; an unknown codec is refused"
+tctl job create wide4 --world 8 --codec q4 --narrow >/dev/null 2>"$WORK/q4.err"
+[ $? -eq 1 ] && grep -q "at most 7 ranks" "$WORK/q4.err"
+ok $? "q4 with narrow sums for 8 ranks is refused (i4 sums hold 7)"
 SQ=$(tctl --json job create squeezed3 --world 4 --codec q8,seed=3 --narrow | jq_py 'j["token"]')
 pids=""
 for r in 0 1 2 3; do
