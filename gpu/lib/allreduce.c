@@ -195,17 +195,23 @@ grow_stage(struct tally_ctx *ctx, size_t len)
 	return 0;
 }
 
-/* The global max |x| over all ranks: one MAX round of one element. */
+/* The max over all ranks of mine: one MAX round of one element. */
 static int
-global_absmax(struct tally_ctx *ctx, const float *buf, size_t n, float *out)
+max_round(struct tally_ctx *ctx, float mine, float *out)
 {
-	float mine = tally_fixp_absmax(buf, n);
 	struct tally_round r = {
 		.type = TALLY_PT_MAX, .enc = TALLY_ENC_F32,
 		.src = &mine, .dst = out, .n = 1,
 	};
 
 	return run(ctx, &r);
+}
+
+/* The global max |x| over all ranks. */
+static int
+global_absmax(struct tally_ctx *ctx, const float *buf, size_t n, float *out)
+{
+	return max_round(ctx, tally_fixp_absmax(buf, n), out);
 }
 
 /* What the quantizers' chunk hooks need (a round's arg). */
@@ -488,7 +494,8 @@ tally_allreduce(struct tally_ctx *ctx, float *buf, size_t n)
 			return rc;
 		return allreduce_randk(ctx, buf, n);
 	case TALLY_CODEC_SPARSE: {
-		float global;
+		size_t nb = TALLY_SPARSE_NBLOCKS(n);
+		float global, mine = 0.0f, *bmax;
 
 		rc = check_call(ctx, buf, n);
 		if (rc <= 0)
@@ -503,12 +510,21 @@ tally_allreduce(struct tally_ctx *ctx, float *buf, size_t n)
 		rc = grow_fixp(ctx, n);
 		if (rc != 0)
 			return rc;
-		rc = global_absmax(ctx, buf, n, &global);
-		if (rc != 0)
-			return rc;
-		rc = tally_lib_allreduce_sparse(ctx, buf, n, global);
+		bmax = malloc(nb * sizeof(*bmax));
+		if (bmax == NULL)
+			return tally_ctx_fail(ctx, -ENOMEM, "out of memory for "
+				"%zu block maxima", nb);
+		/* One pass: the blocks' maxima, and so the tensor's. */
+		tally_sparse_block_max(buf, n, bmax);
+		for (size_t b = 0; b < nb; b++)
+			mine = bmax[b] > mine ? bmax[b] : mine;
+		rc = max_round(ctx, mine, &global);
+		if (rc == 0)
+			rc = tally_lib_allreduce_sparse(ctx, buf, n, global,
+				bmax);
 		if (rc != 0)
 			ctx->broken = 1;
+		free(bmax);
 		return rc;
 	}
 	default:

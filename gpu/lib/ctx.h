@@ -83,13 +83,14 @@ int tally_ctx_open_fail(int rc, const char *fmt, ...)
 
 /*
  * The block-sparse allreduce of buf's n elements (sparse.c), after the
- * MAX round gave global_absmax: streams of blocks through the slots, the
+ * MAX round gave global_absmax; bmax holds the blocks' largest
+ * magnitudes (tally_sparse_block_max(), borrowed): streams of blocks through the slots, the
  * sums written over buf (zeros where no rank had a block). ctx->fixp
  * must hold n elements. Returns 0 or a negative errno, with ctx->err set;
  * after an error the slots are out of step.
  */
 int tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
-	float global_absmax);
+	float global_absmax, const float *bmax);
 
 /*
  * One pass of chunks through the slots: what tally_window_run() does.

@@ -288,14 +288,13 @@ run_streams(struct srun *run)
 
 int
 tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
-	float global_absmax)
+	float global_absmax, const float *bmax)
 {
 	struct tally_sparse_params p = { .seed = ctx->codec.seed };
 	size_t nblocks = TALLY_SPARSE_NBLOCKS(n);
 	uint32_t *blocks = NULL, *bystream = NULL, *count = NULL;
-	float *bmax = NULL;
 	struct srun run = { .ctx = ctx, .buf = buf, .n = n };
-	struct tally_sparse_sel sel;
+	size_t nsel = 0;
 	float thr;
 	int rc;
 
@@ -309,9 +308,8 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 	bystream = malloc(nblocks * sizeof(*bystream));
 	count = calloc((size_t)run.w + 1, sizeof(*count));
 	run.st = calloc(run.w, sizeof(*run.st));
-	bmax = malloc(nblocks * sizeof(*bmax));
 	if (blocks == NULL || bystream == NULL || count == NULL ||
-			run.st == NULL || bmax == NULL) {
+			run.st == NULL) {
 		rc = tally_ctx_fail(ctx, -ENOMEM, "out of memory for %zu "
 			"blocks", nblocks);
 		goto out;
@@ -321,18 +319,19 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 	 * kept, so the estimator works on the blocks' largest magnitudes; a
 	 * block goes when its largest reaches the threshold.
 	 */
-	tally_sparse_block_max(buf, n, bmax);
 	rc = tally_sparse_threshold(bmax, nblocks, ctx->codec.density,
 		(enum tally_sparse_est)ctx->codec.est, &p, &thr);
-	if (rc == 0)
-		rc = tally_sparse_select(buf, n, thr, NULL, blocks, &sel);
 	if (rc != 0) {
 		rc = tally_ctx_fail(ctx, rc, "block selection: %s",
 			strerror(-rc));
 		goto out;
 	}
+	/* A block holds an element >= thr iff its largest does. */
+	for (size_t b = 0; b < nblocks; b++)
+		if (bmax[b] >= thr)
+			blocks[nsel++] = (uint32_t)b;
 	/* Grouped by stream, each group ascending (a counting sort). */
-	for (size_t i = 0; i < sel.blocks; i++)
+	for (size_t i = 0; i < nsel; i++)
 		count[blocks[i] % run.w + 1]++;
 	for (uint32_t s = 0; s < run.w; s++)
 		count[s + 1] += count[s];
@@ -340,10 +339,15 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 		run.st[s].mine = bystream + count[s];
 		run.st[s].nmine = count[s + 1] - count[s];
 	}
-	for (size_t i = 0; i < sel.blocks; i++)
+	for (size_t i = 0; i < nsel; i++)
 		bystream[count[blocks[i] % run.w]++] = blocks[i];
-	/* The values as fixed point; the sums come back over zeros. */
-	tally_fixp_encode(buf, ctx->fixp, n, run.e);
+	/* The selected blocks as fixed point; the sums come back over zeros. */
+	for (size_t i = 0; i < nsel; i++) {
+		size_t off = (size_t)blocks[i] * B;
+
+		tally_fixp_encode(buf + off, ctx->fixp + off, n - off < B ?
+			n - off : B, run.e);
+	}
 	run.q = ctx->fixp;
 	memset(buf, 0, n * sizeof(*buf));
 	rc = run_streams(&run);
@@ -352,6 +356,5 @@ out:
 	free(bystream);
 	free(count);
 	free(run.st);
-	free(bmax);
 	return rc;
 }
