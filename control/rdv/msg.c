@@ -122,9 +122,8 @@ get_ip(json_t *o, const char *k, int mcast, uint32_t *ip, char *why,
 	return 0;
 }
 
-/* "IP:PORT" of a multicast group. */
-static int
-parse_group(const char *s, uint32_t *ip, uint16_t *port)
+int
+tally_rdv_group_parse(const char *s, uint32_t *ip, uint16_t *port)
 {
 	char buf[32], *colon, *end;
 	struct in_addr a;
@@ -226,7 +225,7 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 		return fail(why, wlen, "'dp_port' + 'dp_nports' passes 65535");
 	if (!json_is_boolean(narrow))
 		return fail(why, wlen, "'narrow' must be true or false");
-	if (group != NULL && (!json_is_string(group) || parse_group(
+	if (group != NULL && (!json_is_string(group) || tally_rdv_group_parse(
 			json_string_value(group), &m->group_ip,
 			&m->group_port) != 0))
 		return fail(why, wlen, "'group' must be \"IP:PORT\" of an "

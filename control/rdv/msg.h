@@ -87,6 +87,12 @@ int tally_rdv_format(const struct tally_rdv_msg *m, void *buf, size_t cap);
 /* The body length a 4-byte prefix announces; 0 when out of 1..MAX_MSG. */
 size_t tally_rdv_frame_len(const uint8_t prefix[4]);
 
+/*
+ * "IP:PORT" of an IPv4 multicast group (224.0.0.0/4) and a port 1..65535
+ * into *ip and *port (host order). Returns 0 or -EINVAL.
+ */
+int tally_rdv_group_parse(const char *s, uint32_t *ip, uint16_t *port);
+
 /* 1 if s is a valid job name (1..63 of [A-Za-z0-9_.-]), else 0. */
 int tally_rdv_name_ok(const char *s);
 

@@ -87,34 +87,6 @@ opt_uint(json_t *o, const char *k, unsigned long lo, unsigned long hi,
 }
 
 static int
-parse_group(const char *s, struct tallyd_ctl_req *r)
-{
-	char buf[32], *colon, *end;
-	struct in_addr a;
-	unsigned long p;
-
-	if (strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	strcpy(buf, s);
-	colon = strchr(buf, ':');
-	if (colon == NULL)
-		return -EINVAL;
-	*colon = '\0';
-	if (inet_pton(AF_INET, buf, &a) != 1 ||
-			!IN_MULTICAST(ntohl(a.s_addr)))
-		return -EINVAL;
-	if (colon[1] < '0' || colon[1] > '9')
-		return -EINVAL;
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
-		return -EINVAL;
-	r->group_ip = ntohl(a.s_addr);
-	r->group_port = (uint16_t)p;
-	return 0;
-}
-
-static int
 parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 {
 	json_t *narrow = json_object_get(o, "narrow");
@@ -142,7 +114,8 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 		return fail(why, wlen, EINVAL, "'narrow' must be true or false");
 	r->narrow = json_is_true(narrow);
 	if (group != NULL && (!json_is_string(group) ||
-			parse_group(json_string_value(group), r) != 0))
+			tally_rdv_group_parse(json_string_value(group),
+				&r->group_ip, &r->group_port) != 0))
 		return fail(why, wlen, EINVAL, "'group' must be \"IP:PORT\" "
 			"of an IPv4 multicast group (224.0.0.0/4)");
 	if (codec != NULL && !json_is_string(codec))

@@ -76,7 +76,7 @@ absmax_bits(const float *restrict x, size_t n)
 float
 tally_fixp_absmax(const float *x, size_t n)
 {
-	return tally_fixp_u2f(absmax_bits(x, n));
+	return tally_hd_u2f(absmax_bits(x, n));
 }
 
 /* q[0..n) = enc1(x[0..n)); borrows x, writes the caller's q. */

@@ -32,34 +32,6 @@
 
 #include "hd.h"
 
-/* The bits of f. */
-static inline TALLY_HD uint32_t
-tally_fixp_f2u(float f)
-{
-#ifdef __CUDA_ARCH__
-	return __float_as_uint(f);
-#else
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-#endif
-}
-
-/* The float whose bits are u. */
-static inline TALLY_HD float
-tally_fixp_u2f(uint32_t u)
-{
-#ifdef __CUDA_ARCH__
-	return __uint_as_float(u);
-#else
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-#endif
-}
-
 /*
  * 2^e as a float, e first clamped to [TALLY_FIXP_EXP_MIN,
  * TALLY_FIXP_EXP_MAX] so that the result is a normal float (built from its
@@ -71,7 +43,7 @@ tally_fixp_pow2(int e)
 {
 	e = e < TALLY_FIXP_EXP_MIN ? TALLY_FIXP_EXP_MIN : e;
 	e = e > TALLY_FIXP_EXP_MAX ? TALLY_FIXP_EXP_MAX : e;
-	return tally_fixp_u2f((uint32_t)(e + 127) << 23);
+	return tally_hd_u2f((uint32_t)(e + 127) << 23);
 }
 
 /*
@@ -91,7 +63,7 @@ tally_fixp_abs_bits_u(uint32_t u)
 static inline TALLY_HD uint32_t
 tally_fixp_abs_bits(float x)
 {
-	return tally_fixp_abs_bits_u(tally_fixp_f2u(x));
+	return tally_fixp_abs_bits_u(tally_hd_f2u(x));
 }
 
 /*

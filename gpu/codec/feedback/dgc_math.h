@@ -54,13 +54,13 @@ tally_dgc_sel8(const float *v, unsigned int cnt, float thr)
 static inline TALLY_HD float
 tally_dgc_pick(float x, unsigned int b)
 {
-	return tally_fixp_u2f(tally_fixp_f2u(x) & (0u - b));
+	return tally_hd_u2f(tally_hd_f2u(x) & (0u - b));
 }
 
 static inline TALLY_HD float
 tally_dgc_keep(float x, unsigned int b)
 {
-	return tally_fixp_u2f(tally_fixp_f2u(x) & (b - 1u));
+	return tally_hd_u2f(tally_hd_f2u(x) & (b - 1u));
 }
 
 /* Bit i of a mask (bit i mod 8 of byte i / 8). */

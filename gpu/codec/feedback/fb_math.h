@@ -75,21 +75,21 @@ tally_fb_div(float a, float b)
 static inline TALLY_HD float
 tally_fb_canon(float x)
 {
-	return x != x ? tally_fixp_u2f(TALLY_FB_NAN_BITS) : x;
+	return x != x ? tally_hd_u2f(TALLY_FB_NAN_BITS) : x;
 }
 
 /* 1 when x is +-inf. */
 static inline TALLY_HD unsigned int
 tally_fb_isinf(float x)
 {
-	return (tally_fixp_f2u(x) & 0x7fffffffu) == 0x7f800000u;
+	return (tally_hd_f2u(x) & 0x7fffffffu) == 0x7f800000u;
 }
 
 /* 1 when x is neither infinite nor NaN. */
 static inline TALLY_HD unsigned int
 tally_fb_isfinite(float x)
 {
-	return (tally_fixp_f2u(x) & 0x7f800000u) != 0x7f800000u;
+	return (tally_hd_f2u(x) & 0x7f800000u) != 0x7f800000u;
 }
 
 /* SplitMix64's output function: a bijective 64-bit mixer. */

@@ -55,7 +55,7 @@ tally_sign_bits1(const uint8_t *bits, size_t i, float scale)
 {
 	uint32_t b = (bits[i >> 3] >> (i & 7)) & 1u;
 
-	return tally_fixp_u2f(tally_fixp_f2u(scale) ^ ((b ^ 1u) << 31));
+	return tally_hd_u2f(tally_hd_f2u(scale) ^ ((b ^ 1u) << 31));
 }
 
 #endif /* TALLY_GPU_CODEC_FEEDBACK_SIGN_MATH_H */

@@ -31,8 +31,8 @@ tally_2bit_lim(int exp)
 	exp = exp < TALLY_TERN_EXP_MIN ? TALLY_TERN_EXP_MIN : exp;
 	exp = exp > TALLY_TERN_EXP_MAX ? TALLY_TERN_EXP_MAX : exp;
 	/* From the bits: 2^(exp + 24) may be 2^127, past tally_fixp_pow2(). */
-	return exp + 24 > 127 ? tally_fixp_u2f(0x7f800000u) :
-		tally_fixp_u2f((uint32_t)(exp + 24 + 127) << 23);
+	return exp + 24 > 127 ? tally_hd_u2f(0x7f800000u) :
+		tally_hd_u2f((uint32_t)(exp + 24 + 127) << 23);
 }
 
 /*

@@ -314,7 +314,7 @@ tally_quant_enc_group(const float *x, size_t k, int vec, int odd, float s,
 
 		tally_quant_ld128(p, w);
 		for (int j = 0; j < TALLY_QUANT_GROUP; j++)
-			v[j] = tally_fixp_u2f(w[j]);
+			v[j] = tally_hd_u2f(w[j]);
 	} else {
 		for (int j = 0; j < TALLY_QUANT_GROUP; j++)
 			v[j] = p[j];
@@ -496,12 +496,12 @@ tally_quant_dec_group(const void *sum, float *x, size_t k, unsigned int bits,
 
 	tally_quant_load_group(sum, k, bits, vec, r);
 	for (int j = 0; j < TALLY_QUANT_GROUP; j++)
-		w[j] = tally_fixp_f2u(tally_quant_dec1(r[j], s));
+		w[j] = tally_hd_f2u(tally_quant_dec1(r[j], s));
 	if (vec) {
 		tally_quant_st128(o, w);
 	} else {
 		for (int j = 0; j < TALLY_QUANT_GROUP; j++)
-			o[j] = tally_fixp_u2f(w[j]);
+			o[j] = tally_hd_u2f(w[j]);
 	}
 }
 

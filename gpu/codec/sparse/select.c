@@ -75,7 +75,7 @@ block_max_loop(const float *restrict x, size_t n, float *restrict bmax)
 
 		mx = len == B ? block_scan(x + off, B, 0, &kept) :
 			block_scan(x + off, len, 0, &kept);
-		bmax[b] = tally_sparse_u2f(mx);
+		bmax[b] = tally_hd_u2f(mx);
 	}
 }
 

@@ -239,7 +239,7 @@ block_max_kernel(const float *__restrict__ x, size_t n, size_t nb,
 		}
 		m = warp_max(m);
 		if (lane == 0)
-			bmax[b] = tally_sparse_u2f(m);
+			bmax[b] = tally_hd_u2f(m);
 	}
 }
 

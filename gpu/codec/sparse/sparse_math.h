@@ -54,34 +54,6 @@
 #define TALLY_SPARSE_DIV(a, b)	((a) / (b))
 #endif
 
-/* The bits of f. */
-static inline TALLY_HD uint32_t
-tally_sparse_f2u(float f)
-{
-#ifdef __CUDA_ARCH__
-	return __float_as_uint(f);
-#else
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-#endif
-}
-
-/* The float whose bits are u. */
-static inline TALLY_HD float
-tally_sparse_u2f(uint32_t u)
-{
-#ifdef __CUDA_ARCH__
-	return __uint_as_float(u);
-#else
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-#endif
-}
-
 /* Key of the float whose bits are u: |x|'s bits, NaN -> 0. */
 static inline TALLY_HD uint32_t
 tally_sparse_key_u(uint32_t u)
@@ -95,7 +67,7 @@ tally_sparse_key_u(uint32_t u)
 static inline TALLY_HD uint32_t
 tally_sparse_key(float x)
 {
-	return tally_sparse_key_u(tally_sparse_f2u(x));
+	return tally_sparse_key_u(tally_hd_f2u(x));
 }
 
 /*
@@ -124,7 +96,7 @@ tally_sparse_exceed(float x, float t)
 	 */
 	uint32_t keep = (uint32_t)((a > t) & (a <= 3.40282347e38f));
 
-	return tally_sparse_u2f(tally_sparse_f2u(y) & (0u - keep));
+	return tally_hd_u2f(tally_hd_f2u(y) & (0u - keep));
 }
 
 /*
@@ -137,8 +109,8 @@ tally_sparse_exceed(float x, float t)
 static inline TALLY_HD float
 tally_sparse_log(float y)
 {
-	uint32_t u = tally_sparse_f2u(y);
-	uint32_t us = tally_sparse_f2u(TALLY_SPARSE_MUL(y, 33554432.0f));
+	uint32_t u = tally_hd_f2u(y);
+	uint32_t us = tally_hd_f2u(TALLY_SPARSE_MUL(y, 33554432.0f));
 	uint32_t sub = (uint32_t)(u < 0x00800000u);
 	int32_t e;
 	float m, f, s, z, r, lm;
@@ -147,7 +119,7 @@ tally_sparse_log(float y)
 	u = (us & (0u - sub)) | (u & (sub - 1u));
 	u -= 0x3f3504f3u;	/* the bits of sqrt(1/2) */
 	e = ((int32_t)u >> 23) - 25 * (int32_t)sub;
-	m = tally_sparse_u2f((u & 0x007fffffu) + 0x3f3504f3u);
+	m = tally_hd_u2f((u & 0x007fffffu) + 0x3f3504f3u);
 	f = TALLY_SPARSE_SUB(m, 1.0f);
 	s = TALLY_SPARSE_DIV(f, TALLY_SPARSE_ADD(f, 2.0f));
 	z = TALLY_SPARSE_MUL(s, s);
@@ -168,10 +140,10 @@ static inline TALLY_HD float
 tally_sparse_log0(float y)
 {
 	uint32_t pos = (uint32_t)(y > 0.0f);
-	float l = tally_sparse_log(tally_sparse_u2f((tally_sparse_f2u(y) &
+	float l = tally_sparse_log(tally_hd_u2f((tally_hd_f2u(y) &
 		(0u - pos)) | (0x3f800000u & (pos - 1u))));
 
-	return tally_sparse_u2f(tally_sparse_f2u(l) & (0u - pos));
+	return tally_hd_u2f(tally_hd_f2u(l) & (0u - pos));
 }
 
 /* splitmix64's output number j of the stream of seed. */

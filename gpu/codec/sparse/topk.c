@@ -41,7 +41,7 @@ sparse_topk_k(size_t n, double density)
 float
 sparse_key_threshold(uint32_t key)
 {
-	return tally_sparse_u2f(key == 0 ? 1 : key);
+	return tally_hd_u2f(key == 0 ? 1 : key);
 }
 
 void
