@@ -108,7 +108,11 @@ check_decode(const uint8_t *pkt, size_t len)
 	if (h.type == TALLY_PT_NACK) {
 		CHECK(len == TALLY_HDR_LEN);
 	} else {
-		CHECK(h.count >= 1 && h.count <= TALLY_MAX_ELEMS);
+		/* Only a block-sparse SUM or result may carry no block. */
+		CHECK(h.count <= TALLY_MAX_ELEMS);
+		CHECK(h.count >= 1 || ((h.flags & TALLY_F_SPARSE) &&
+			(h.type == TALLY_PT_SUM ||
+			 h.type == TALLY_PT_SUM_RESULT)));
 		CHECK(len - TALLY_HDR_LEN ==
 			tally_enc_payload_len(h.enc, h.count));
 	}
@@ -191,7 +195,9 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	CHECK(v->hdr.job == job->conf.id);
 	CHECK(v->hdr.token == job->conf.token);
 	CHECK(v->hdr.slot < job->conf.window);
-	CHECK(v->hdr.count >= 1 && v->hdr.count <= job->conf.max_elems);
+	/* A block-sparse round may end without a block (count 0). */
+	CHECK(v->hdr.count <= job->conf.max_elems);
+	CHECK(v->hdr.count >= 1 || (v->hdr.flags & TALLY_F_SPARSE));
 	CHECK(v->hdr.rank == (k == TALLY_V_COMPLETE ? TALLY_RANK_ALL :
 		v->rank));
 	CHECK(v->payload_len ==
