@@ -64,28 +64,26 @@ quant_reference(const struct bench_codec_ref *cr, unsigned int bits,
 		for (i0 = 0; i0 < n; i0 += len) {
 			len = n - i0 < BLOCK ? n - i0 : BLOCK;
 			cr->gen(cr->arg, r, i0, len, x);
+			/* A block at a time: i0 is even, so i4 packs alike. */
+			if (bits == 16)
+				tally_quant_encode_i16(x, (int16_t *)(void *)q,
+					len, scale, levels, seed, i0);
+			else if (bits == 8)
+				tally_quant_encode_i8(x, (int8_t *)q, len,
+					scale, levels, seed, i0);
+			else
+				tally_quant_encode_i4(x, q, len, scale, levels,
+					seed, i0);
 			for (i = 0; i < len; i++) {
 				int32_t v;
 
-				/* One element at a time: its own offset. */
 				if (bits == 16) {
-					int16_t e;
-
-					tally_quant_encode_i16(x + i, &e, 1,
-						scale, levels, seed, i0 + i);
-					v = e;
+					v = ((int16_t *)(void *)q)[i];
 				} else if (bits == 8) {
-					int8_t e;
-
-					tally_quant_encode_i8(x + i, &e, 1,
-						scale, levels, seed, i0 + i);
-					v = e;
+					v = ((int8_t *)q)[i];
 				} else {
-					uint8_t e;
-
-					tally_quant_encode_i4(x + i, &e, 1,
-						scale, levels, seed, i0 + i);
-					v = (int32_t)(e & 0xf) - ((e & 8) ? 16 : 0);
+					v = (q[i / 2] >> (i % 2 ? 4 : 0)) & 0xf;
+					v -= v >= 8 ? 16 : 0;
 				}
 				acc[i0 + i] += v;
 			}
