@@ -47,24 +47,32 @@ addr_match(const struct tally_addr *m, const struct tally_addr *src)
 }
 
 /*
- * Whether h is a contribution to the round that set holds. In a
- * block-sparse round a member without the block sends count 0, and the
- * round's count is 0 until a member with the block sends it.
+ * Whether h is a contribution to the round that set holds. A dense
+ * contribution matches a dense round chunk for chunk. In a block-sparse
+ * round a member without the block sends count 0, and the round's count
+ * is 0 until a member with the block sends it (and stays 0 once the round
+ * completed without one). sparse is a constant: the two kinds of round
+ * get one copy of this code each.
  */
 static inline int
-same_round(const struct tally_set *set, const struct tally_hdr *h)
+same_round(const struct tally_set *set, const struct tally_hdr *h,
+	const int sparse)
 {
 	if (set->offset != h->offset || set->type != h->type ||
 			set->enc != h->enc || set->scale_exp != h->scale_exp)
 		return 0;
-	if (set->count == h->count)
-		return !((set->flags ^ h->flags) & TALLY_F_SPARSE);
-	return (set->flags & h->flags & TALLY_F_SPARSE) &&
-		(h->count == 0 || set->count == 0);
+	if (!sparse)
+		return set->count == h->count &&
+			!(set->flags & TALLY_F_SPARSE);
+	if (!(set->flags & TALLY_F_SPARSE))
+		return 0;
+	return h->count == 0 || set->count == h->count ||
+		(set->count == 0 && !set->complete);
 }
 
-static void
-start_round(struct tally_set *set, const struct tally_hdr *h)
+static inline void
+start_round(struct tally_set *set, const struct tally_hdr *h,
+	const int sparse)
 {
 	set->offset = h->offset;
 	set->count = h->count;
@@ -72,15 +80,16 @@ start_round(struct tally_set *set, const struct tally_hdr *h)
 	set->type = h->type;
 	set->enc = h->enc;
 	set->flags = h->flags & (TALLY_F_LAST | TALLY_F_SPARSE);
-	set->next_min = h->next_block;
+	if (sparse)
+		set->next_min = h->next_block;
 	set->ncontrib = 0;
 	set->complete = 0;
 }
 
-static enum tally_verdict_kind
+static inline enum tally_verdict_kind
 result(const struct tally_job *job, const struct tally_set *set,
 	unsigned int slot, unsigned int b, enum tally_verdict_kind kind,
-	uint8_t rank, struct tally_verdict *v)
+	uint8_t rank, struct tally_verdict *v, const int sparse)
 {
 	struct tally_hdr *r = &v->hdr;
 
@@ -99,8 +108,7 @@ result(const struct tally_job *job, const struct tally_set *set,
 	r->count = set->count;
 	r->scale_exp = set->scale_exp;
 	/* A block-sparse result names the stream's next round's block. */
-	r->next_block = (set->flags & TALLY_F_SPARSE) ? set->next_min :
-		TALLY_NO_BLOCK;
+	r->next_block = sparse ? set->next_min : TALLY_NO_BLOCK;
 	v->payload = tally_job_lanes(job, slot, b);
 	v->payload_len = set->res_len;
 	v->kind = kind;
@@ -109,11 +117,14 @@ result(const struct tally_job *job, const struct tally_set *set,
 
 /*
  * The slot state machine for an authenticated, well-formed contribution
- * from rank h->rank to set b of slot h->slot.
+ * from rank h->rank to set b of slot h->slot. sparse is a constant
+ * (h carries TALLY_F_SPARSE or not): dense packets run a copy of this
+ * code with no block-sparse test left in it.
  */
-static enum tally_verdict_kind
+static inline __attribute__((always_inline)) enum tally_verdict_kind
 contribute(struct tally_job *job, struct tally_agg_stats *st,
-	const struct tally_hdr *h, const void *payload, struct tally_verdict *v)
+	const struct tally_hdr *h, const void *payload, struct tally_verdict *v,
+	const int sparse)
 {
 	unsigned int b = (h->flags & TALLY_F_SET) != 0;
 	struct tally_set *cur = tally_job_set(job, h->slot, b);
@@ -125,7 +136,7 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 
 	if (cur->bitmap & bit) {
 		/* Counted before: a retransmission. */
-		if (!same_round(cur, h))
+		if (!same_round(cur, h, sparse))
 			return nack(st, v, h, TALLY_ST_MISMATCH);
 		if (!cur->complete) {
 			st->duplicates++;
@@ -133,22 +144,25 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 			return v->kind;
 		}
 		st->resent++;
-		return result(job, cur, h->slot, b, TALLY_V_RESEND, h->rank, v);
+		return result(job, cur, h->slot, b, TALLY_V_RESEND, h->rank, v,
+			sparse);
 	}
 	/* Moving to this set means holding the other's result. */
 	if ((oth->bitmap & bit) && !oth->complete)
 		return nack(st, v, h, TALLY_ST_EARLY);
 	if (cur->bitmap == 0) {
-		start_round(cur, h);
-		if (h->count > 0)
+		start_round(cur, h, sparse);
+		if (!sparse || h->count > 0)
 			tally_lanes_init(lanes, payload, op, h->enc, h->count);
 	} else {
 		/* A completed round is kept until every member moved on. */
 		if (cur->complete)
 			return nack(st, v, h, TALLY_ST_EARLY);
-		if (!same_round(cur, h))
+		if (!same_round(cur, h, sparse))
 			return nack(st, v, h, TALLY_ST_MISMATCH);
-		if (unlikely_sparse(h)) {
+		if (!sparse) {
+			tally_lanes_fold(lanes, payload, op, h->enc, h->count);
+		} else {
 			/* Members without the block add nothing. */
 			if (h->next_block < cur->next_min)
 				cur->next_min = h->next_block;
@@ -160,8 +174,6 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 				tally_lanes_fold(lanes, payload, op, h->enc,
 					h->count);
 			}
-		} else {
-			tally_lanes_fold(lanes, payload, op, h->enc, h->count);
 		}
 	}
 	oth->bitmap &= ~bit;
@@ -179,7 +191,16 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 		cur->count, job->conf.world);
 	cur->complete = 1;
 	st->completed++;
-	return result(job, cur, h->slot, b, TALLY_V_COMPLETE, TALLY_RANK_ALL, v);
+	return result(job, cur, h->slot, b, TALLY_V_COMPLETE, TALLY_RANK_ALL, v,
+		sparse);
+}
+
+/* A block-sparse contribution: its own copy, out of the dense path. */
+static __attribute__((noinline, cold)) enum tally_verdict_kind
+contribute_sparse(struct tally_job *job, struct tally_agg_stats *st,
+	const struct tally_hdr *h, const void *payload, struct tally_verdict *v)
+{
+	return contribute(job, st, h, payload, v, 1);
 }
 
 enum tally_verdict_kind
@@ -219,5 +240,9 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 		return nack(st, v, &h, TALLY_ST_BAD_LENGTH);
 	if (h.slot >= job->conf.window)
 		return nack(st, v, &h, TALLY_ST_BAD_SLOT);
-	return contribute(job, st, &h, (const uint8_t *)pkt + TALLY_HDR_LEN, v);
+	if (unlikely_sparse(&h))
+		return contribute_sparse(job, st, &h,
+			(const uint8_t *)pkt + TALLY_HDR_LEN, v);
+	return contribute(job, st, &h, (const uint8_t *)pkt + TALLY_HDR_LEN, v,
+		0);
 }

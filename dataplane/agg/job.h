@@ -46,13 +46,18 @@ struct tally_set {
 	uint8_t res_enc;	/* result encoding, once complete */
 	uint8_t ncontrib;
 	uint8_t complete;	/* lanes hold the result */
-	uint8_t flags;		/* TALLY_F_LAST of the round, echoed in results */
+	uint8_t flags;		/* TALLY_F_LAST of the round, echoed in
+				 * results; TALLY_F_SPARSE: a block-sparse
+				 * round (docs/protocol.md) */
 	uint8_t pad_[2];
 	uint16_t res_len;	/* result payload bytes, once complete */
 	uint16_t pad2_;
 	uint32_t next_min;	/* SPARSE: the least next_block of the
 				 * round's contributions */
 };
+
+_Static_assert(sizeof(struct tally_set) == 32,
+	"both sets of a slot share a cache line");
 
 /*
  * Counters of one job on one lcore (a row). The engine never touches

@@ -287,14 +287,16 @@ tally_hdr_decode(const void *buf, size_t len, struct tally_hdr *h)
 	/*
 	 * A block-sparse SUM (or its result) may carry no block: count 0,
 	 * no payload (docs/protocol.md, "Block-sparse streams"). Maxima are
-	 * never sparse.
+	 * never sparse. Dense packets pay one flag test for this.
 	 */
-	if ((h->flags & TALLY_F_SPARSE) && (h->type == TALLY_PT_MAX ||
-			h->type == TALLY_PT_MAX_RESULT))
-		return TALLY_ST_BAD_TYPE;
-	if ((h->count == 0 && !(h->flags & TALLY_F_SPARSE)) ||
-			h->count > TALLY_MAX_ELEMS)
+	if (__builtin_expect((h->flags & TALLY_F_SPARSE) != 0, 0)) {
+		if (h->type == TALLY_PT_MAX || h->type == TALLY_PT_MAX_RESULT)
+			return TALLY_ST_BAD_TYPE;
+		if (h->count > TALLY_MAX_ELEMS)
+			return TALLY_ST_BAD_LENGTH;
+	} else if (h->count == 0 || h->count > TALLY_MAX_ELEMS) {
 		return TALLY_ST_BAD_LENGTH;
+	}
 	want = tally_enc_payload_len(h->enc, h->count);
 	if (len - TALLY_HDR_LEN != want)
 		return TALLY_ST_BAD_LENGTH;
