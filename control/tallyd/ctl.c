@@ -178,7 +178,8 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 
 	/* Narrow i4 sums hold 7 ranks of -1..+1 (q4: of -1..+1 levels). */
 	if (r->narrow && r->world > 7 && (strncmp(r->codec, "q4", 2) == 0 ||
-			strncmp(r->codec, "ternary", 7) == 0))
+			strncmp(r->codec, "ternary", 7) == 0 ||
+			strncmp(r->codec, "2bit", 4) == 0))
 		return err_reply(ERANGE, "codec %s with narrow results holds "
 			"at most 7 ranks (i4 sums), not %u: drop narrow or "
 			"pick q8", r->codec, r->world);

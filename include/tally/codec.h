@@ -14,9 +14,20 @@
  *   sign      sign votes, majority decides (signSGD)
  *   randk     shared-seed random-k: the same k indices on every worker
  *   sparse    block-sparse: blocks of 256 over a threshold
+ *   powersgd  PowerSGD: rank-r factors P and Q, summed as f32
  * Keys: density (0 < d <= 1; randk, sparse: the fraction kept), seed
  * (0..2^64-1; the codecs' random draws), est (sparse: sidco-exp,
- * sidco-gpd, sidco-gamma, dgc, topk), ef (0 or 1: error feedback).
+ * sidco-gpd, sidco-gamma, dgc, topk), ef (0 or 1: error feedback; not
+ * 2bit, which always keeps its residual; powersgd: 1 by default),
+ * threshold (2bit: t > 0, finite, rounded down to a power of two; 0.5
+ * by default, as MXNet's), momentum (sparse: DGC momentum correction
+ * and masking, 0 <= m < 1, 0 = off; it keeps DGC's own accumulation, so
+ * not with ef=1), rank (powersgd: 1..32, 4 by default), rows (powersgd:
+ * the rows of the matrix a tensor is viewed as; 0 = near-square).
+ *
+ * Codecs with memory (2bit, ef=1, momentum > 0, powersgd) keep state per
+ * tensor from one allreduce to the next: <tally/tally.h>'s struct
+ * tally_state.
  */
 #ifndef TALLY_CODEC_H
 #define TALLY_CODEC_H
@@ -38,6 +49,7 @@ enum tally_codec_kind {
 	TALLY_CODEC_SIGN,
 	TALLY_CODEC_RANDK,
 	TALLY_CODEC_SPARSE,
+	TALLY_CODEC_POWERSGD,
 	TALLY_CODEC_MAX_,
 };
 
@@ -56,14 +68,33 @@ struct tally_codec {
 	uint64_t seed;
 	enum tally_codec_est est;
 	int ef;			/* error feedback */
+	double momentum;	/* sparse: DGC momentum, 0 = off */
+	float threshold;	/* 2bit: the threshold as given */
+	uint32_t rank;		/* powersgd: the factors' rank */
+	uint32_t rows;		/* powersgd: matrix rows, 0 = near-square */
 };
 
+/* Defaults of the keys. */
+#define TALLY_CODEC_DEF_DENSITY		0.01
+#define TALLY_CODEC_DEF_THRESHOLD	0.5f
+#define TALLY_CODEC_DEF_RANK		4
+#define TALLY_CODEC_RANK_MAX		32
+
 /* Longest spec tally_codec_format() writes, with its NUL. */
-#define TALLY_CODEC_SPEC_MAX	96
+#define TALLY_CODEC_SPEC_MAX	160
 
 /*
- * Parses spec into *c (defaults for what it does not say). Returns 0, or
- * -EINVAL with a sentence in why (wlen bytes; why may be NULL).
+ * Whether codec c keeps memory per tensor between allreduces (a
+ * residual, DGC's momentum, PowerSGD's Q): 2bit, ef=1, momentum > 0,
+ * powersgd.
+ */
+int tally_codec_has_memory(const struct tally_codec *c);
+
+/*
+ * Parses spec into *c (defaults for what it does not say; padding bytes
+ * zeroed, so two parses of one spec compare equal byte for byte).
+ * Returns 0, or -EINVAL with a sentence in why (wlen bytes; why may be
+ * NULL).
  */
 int tally_codec_parse(const char *spec, struct tally_codec *c, char *why,
 	size_t wlen);

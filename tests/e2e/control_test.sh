@@ -246,6 +246,9 @@ ok $? "a job with codec q8 is created; an unknown codec is refused"
 tctl job create wide4 --world 8 --codec q4 --narrow >/dev/null 2>"$WORK/q4.err"
 [ $? -eq 1 ] && grep -q "at most 7 ranks" "$WORK/q4.err"
 ok $? "q4 with narrow sums for 8 ranks is refused (i4 sums hold 7)"
+tctl job create wide2b --world 8 --codec 2bit --narrow >/dev/null 2>"$WORK/2b.err"
+[ $? -eq 1 ] && grep -q "at most 7 ranks" "$WORK/2b.err"
+ok $? "2bit with narrow sums for 8 ranks is refused (i4 sums hold 7)"
 SQ=$(tctl --json job create squeezed3 --world 4 --codec q8,seed=3 --narrow | jq_py 'j["token"]')
 pids=""
 for r in 0 1 2 3; do
