@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <rte_mempool.h>
@@ -58,13 +59,41 @@ struct tally_dp_job {
 	struct tally_dp_job *next;
 };
 
+/*
+ * tally-dp's part of a job, beside the engine's struct tally_job: the
+ * job's counter rows, one a worker lcore, and the headers of its result
+ * frames, one template a member (and one for its multicast group), built
+ * once when the job is added (jobs.c). job->ctr points at ctr, the first
+ * field, so an lcore that reached the job through the job table reaches
+ * the rest (tally_dp_jobx()). Immutable but for the counters; freed with
+ * the job, after the grace period.
+ */
+struct tally_dp_jobx {
+	struct tally_job_ctr ctr[TALLY_DP_MAX_WORKERS];
+	struct tally_net_tmpl member[TALLY_MAX_WORKERS];	/* by rank */
+	struct tally_net_tmpl group;	/* when conf.group.ip != 0 */
+	struct rte_ether_addr group_mac;
+};
+
+_Static_assert(offsetof(struct tally_dp_jobx, ctr) == 0,
+	"job->ctr is the address of the job's tally_dp_jobx");
+
+/* The tally-dp part of a job that tally_dp_job_add() made. */
+static inline struct tally_dp_jobx *
+tally_dp_jobx(const struct tally_job *job)
+{
+	return (struct tally_dp_jobx *)(void *)job->ctr;
+}
+
 struct tally_dp {
 	/* Set up once by main.c; read-only afterwards. */
 	uint16_t port_id;
 	uint16_t nb_rxq;
 	struct tally_net_self self;
-	struct rte_mempool *pool;	/* rx frames, result bodies, headers */
-	struct rte_mempool *clone_pool;	/* indirect mbufs for replication */
+	struct rte_mempool *pool;	/* rx frames, result bodies */
+	struct rte_mempool *hdr_pool;	/* results' header mbufs and their
+					   indirect mbufs (dp->pool itself
+					   when the port takes no chains) */
 	unsigned int idle_us;		/* 0: busy poll */
 	int steer_flow;			/* 1: rte_flow steers; 0: software */
 	int tx_chains;			/* port sends chained mbufs */

@@ -6,8 +6,11 @@
  * every worker lcore to pass a quiescent state (RCU QSBR), and only then
  * frees the old table and any removed job. Lcores never lock.
  *
- * Each job gets a row of counters per worker lcore (job->ctr), allocated
- * with it and freed with it, after the grace period.
+ * Each job gets tally-dp's part (struct tally_dp_jobx: a row of counters
+ * per worker lcore, which job->ctr points at, and the headers of its
+ * result frames, one template a member), allocated with it and freed with
+ * it, after the grace period. A job changed is a job removed and added
+ * again: its templates are never rewritten while an lcore may read them.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -72,32 +75,56 @@ find(struct tally_dp *dp, uint16_t id)
 	return NULL;
 }
 
-/* A job of conf with its counter rows; NULL with errno set. */
+/*
+ * The headers of the job's results: one template a member, and one for
+ * its multicast group with the group's MAC (01:00:5e and the group's low
+ * 23 bits). The lcores add the destination MAC and the lengths.
+ */
+static void
+jobx_init(const struct tally_dp *dp, struct tally_dp_jobx *x,
+	const struct tally_job_conf *conf)
+{
+	for (unsigned int r = 0; r < conf->world; r++)
+		tally_net_tmpl_init(&x->member[r], &dp->self, &conf->members[r]);
+	if (conf->group.ip != 0) {
+		const uint8_t *g = (const uint8_t *)&conf->group.ip;
+
+		tally_net_tmpl_init(&x->group, &dp->self, &conf->group);
+		x->group_mac = (struct rte_ether_addr){ .addr_bytes = {
+			0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3] } };
+	}
+}
+
+/*
+ * A job of conf with its tally-dp part (counter rows, result headers);
+ * NULL with errno set.
+ */
 static struct tally_job *
 job_new(const struct tally_dp *dp, const struct tally_job_conf *conf)
 {
 	struct tally_job *job = tally_job_create(conf);
+	struct tally_dp_jobx *x;
 
 	if (job == NULL)
 		return NULL;
-	job->ctr = rte_zmalloc("tally_job_ctr",
-		(size_t)RTE_MAX(dp->nworkers, 1) * sizeof(*job->ctr),
-		RTE_CACHE_LINE_SIZE);
-	if (job->ctr == NULL) {
+	x = rte_zmalloc("tally_dp_jobx", sizeof(*x), RTE_CACHE_LINE_SIZE);
+	if (x == NULL) {
 		tally_job_destroy(job);
 		errno = ENOMEM;
 		return NULL;
 	}
+	jobx_init(dp, x, &job->conf);
+	job->ctr = x->ctr;
 	return job;
 }
 
-/* Frees a job and its counter rows; no lcore may still see it. */
+/* Frees a job and its tally-dp part; no lcore may still see it. */
 static void
 job_free(struct tally_job *job)
 {
 	if (job == NULL)
 		return;
-	rte_free(job->ctr);
+	rte_free(tally_dp_jobx(job));
 	tally_job_destroy(job);
 }
 

@@ -55,43 +55,49 @@ push(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 }
 
 /*
- * One copy of body to dst, or a counter saying why not. Returns 1 when
- * the copy was queued, 0 when not.
+ * The frames of body (consumed) to the n destinations dst, queued for
+ * the port. Returns how many were queued; what could not be built counts
+ * as no_mbuf.
  */
-static int
-send_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
-	struct rte_mbuf *body, uint32_t ck, const struct rte_ether_addr *mac,
-	const struct tally_addr *dst)
+static unsigned int
+send_body(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *body, uint32_t ck, const struct tally_net_dst *dst,
+	unsigned int n)
 {
-	struct rte_mbuf *m;
+	rte_be16_t sport = rte_cpu_to_be_16((uint16_t)
+		(rte_be_to_cpu_16(dp->self.port) + lc->index));
+	struct rte_mbuf **m;
+	unsigned int sent = 0;
 
-	if (mac == NULL) {
-		lc->st.no_neigh++;
+	if (o->n + n > OUT_MAX)
+		flush(dp, lc, o);
+	m = o->m + o->n;
+	if (unlikely(tally_net_fanout(dp->hdr_pool, body, ck, sport, dst, n,
+			m) != 0)) {
+		lc->st.no_mbuf += n;
 		return 0;
 	}
-	m = tally_net_to(dp->pool, dp->clone_pool, body, ck, &dp->self,
-		rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(dp->self.port) +
-			lc->index)), mac, dst);
-	if (m == NULL) {
-		lc->st.no_mbuf++;
-		return 0;
+	for (unsigned int i = 0; i < n; i++) {
+		/* Copies the payload once per frame, only where the port
+		 * needs it. */
+		if (!dp->tx_chains && rte_pktmbuf_linearize(m[i]) != 0) {
+			lc->st.no_mbuf++;
+			rte_pktmbuf_free(m[i]);
+			continue;
+		}
+		m[sent++] = m[i];
 	}
-	/* Copies the payload once per member, only where the port needs. */
-	if (!dp->tx_chains && rte_pktmbuf_linearize(m) != 0) {
-		lc->st.no_mbuf++;
-		rte_pktmbuf_free(m);
-		return 0;
-	}
-	lc->st.results++;
-	push(dp, lc, o, m);
-	return 1;
+	o->n += sent;
+	lc->st.results += sent;
+	return sent;
 }
 
 /*
- * Sends what verdict v asks for: the result to every member of the job,
- * or once to its multicast group (COMPLETE), or the result or a NACK back
- * to the sender (RESEND, NACK). The payload is written once into a body;
- * members get clones of it. Result frames sent count in the job's row c.
+ * Sends what verdict v asks for: the result to every member of the job
+ * whose MAC this lcore knows, or once to its multicast group (COMPLETE),
+ * or the result or a NACK back to the sender (RESEND, NACK). The payload
+ * is written once into a body; the job's templates give the headers.
+ * Result frames sent count in the job's row c.
  */
 static void
 answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
@@ -99,8 +105,11 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	struct tally_job_ctr *c)
 {
 	const struct tally_job_conf *jc = &v->job->conf;
+	const struct tally_dp_jobx *x = tally_dp_jobx(v->job);
+	struct tally_net_dst dst[TALLY_MAX_WORKERS];
+	struct tally_net_tmpl back;
 	struct rte_mbuf *body;
-	unsigned int sent = 0;
+	unsigned int n = 0, sent;
 	uint32_t ck;
 
 	body = tally_net_body(dp->pool, &v->hdr, v->payload, v->payload_len,
@@ -110,23 +119,29 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		return;
 	}
 	if (v->kind == TALLY_V_COMPLETE && jc->group.ip != 0) {
-		const uint8_t *g = (const uint8_t *)&jc->group.ip;
-		struct rte_ether_addr mac = { .addr_bytes = {
-			0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3] } };
-
-		sent = send_to(dp, lc, o, body, ck, &mac, &jc->group);
+		dst[n++] = (struct tally_net_dst){ &x->group, &x->group_mac };
 	} else if (v->kind == TALLY_V_COMPLETE) {
-		for (unsigned int r = 0; r < jc->world; r++)
-			sent += send_to(dp, lc, o, body, ck,
+		for (unsigned int r = 0; r < jc->world; r++) {
+			const struct rte_ether_addr *mac =
 				tally_net_neigh_lookup(lc->neigh,
-					jc->members[r].ip), &jc->members[r]);
-	} else if (send_to(dp, lc, o, body, ck, &rx->src_mac, &rx->src) &&
-			v->kind == TALLY_V_RESEND) {
-		sent = 1;
+					jc->members[r].ip);
+
+			if (mac == NULL) {
+				lc->st.no_neigh++;
+				continue;
+			}
+			dst[n++] = (struct tally_net_dst){ &x->member[r], mac };
+		}
+	} else {
+		/* Back to where it came from: rare, no template kept. */
+		tally_net_tmpl_init(&back, &dp->self, &rx->src);
+		dst[n++] = (struct tally_net_dst){ &back, &rx->src_mac };
 	}
+	sent = send_body(dp, lc, o, body, ck, dst, n);
+	if (v->kind == TALLY_V_NACK)
+		sent = 0;
 	c->results += sent;
 	c->bytes_out += (uint64_t)sent * (TALLY_HDR_LEN + v->payload_len);
-	rte_pktmbuf_free(body);
 }
 
 /*

@@ -20,6 +20,9 @@
 #define RX_DESC 1024
 #define TX_DESC 1024
 #define POOL_CACHE 256
+/* A result's headers, rounded to a cache line, after the headroom. */
+#define HDR_ROOM (RTE_PKTMBUF_HEADROOM + \
+	RTE_ALIGN_CEIL(TALLY_NET_HDRS_LEN, RTE_CACHE_LINE_SIZE))
 
 /* One rule: UDP to our address and port base+q goes to queue q. */
 static int
@@ -74,6 +77,13 @@ choose_steering(struct tally_dp *dp)
 	rte_flow_flush(dp->port_id, &err);
 }
 
+/*
+ * The pool of received frames and result bodies, and the one of the
+ * results' header mbufs and indirect mbufs (two a frame sent; small, and
+ * one pool, so that a sent frame goes back in one put). A port that
+ * takes no chains gets its results linearized into the header mbuf,
+ * which then needs the full data room: it uses dp->pool for them.
+ */
 static int
 make_pools(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu)
 {
@@ -87,10 +97,15 @@ make_pools(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu)
 		socket = (int)rte_socket_id();
 	dp->pool = rte_pktmbuf_pool_create("tally_mbufs", nb_mbufs, POOL_CACHE,
 		0, (uint16_t)room, socket);
-	/* Indirect mbufs carry no data of their own. */
-	dp->clone_pool = rte_pktmbuf_pool_create("tally_clones", nb_mbufs,
-		POOL_CACHE, 0, 0, socket);
-	if (dp->pool == NULL || dp->clone_pool == NULL)
+	if (dp->pool == NULL)
+		return -rte_errno;
+	if (!dp->tx_chains) {
+		dp->hdr_pool = dp->pool;
+		return 0;
+	}
+	dp->hdr_pool = rte_pktmbuf_pool_create("tally_hdrs", 2 * nb_mbufs + 1,
+		POOL_CACHE, 0, HDR_ROOM, socket);
+	if (dp->hdr_pool == NULL)
 		return -rte_errno;
 	return 0;
 }

@@ -8,10 +8,12 @@
  *   in place), or a drop with its reason.
  * - tally_net_arp_reply() / tally_net_icmp_reply() turn a request into its
  *   reply in the same mbuf.
- * - tally_net_body() / tally_net_to() build results: the tally header and
- *   payload are copied once into a body mbuf; every destination gets a
- *   small header mbuf with its own Ethernet/IPv4/UDP headers chained to an
- *   indirect clone of the body, so the payload is never copied per member.
+ * - tally_net_body() / tally_net_fanout() build results: the tally header
+ *   and payload are copied once into a body mbuf; every destination gets
+ *   its own Ethernet/IPv4/UDP headers, from a template of its own
+ *   (tally_net_tmpl_init()), in front of that body (its headroom for one
+ *   destination, a header mbuf chained to an indirect mbuf of the body
+ *   for the others), so the payload is never copied per member.
  * - struct tally_net_neigh: IPv4 -> MAC, learned from received frames.
  *
  * Addresses and ports are in network byte order throughout.
@@ -99,29 +101,61 @@ void tally_net_icmp_reply(struct rte_mbuf *m,
 /*
  * A result body: one mbuf from pool holding the encoded header h and len
  * bytes of payload (copied here, once). *cksum receives the raw 16-bit
- * one's-complement sum of the body for tally_net_to(). Returns NULL when
+ * one's-complement sum of the body for tally_net_fanout(). Returns NULL when
  * the pool is empty or the body does not fit one segment.
  */
 struct rte_mbuf *tally_net_body(struct rte_mempool *pool,
 	const struct tally_hdr *h, const void *payload, uint16_t len,
 	uint32_t *cksum);
 
+/* Ethernet, IPv4 (no options) and UDP: the headers of a result frame. */
+#define TALLY_NET_HDRS_LEN	42
+
 /*
- * The packet for one destination: a header mbuf from hdr_pool (data room
- * RTE_PKTMBUF_HEADROOM + 42 is enough) with Ethernet (self->mac to
- * dst_mac), IPv4 (self->ip to dst->ip, checksum filled) and UDP
- * (src_port to dst->port, checksum from body_cksum) headers, chained to
- * an indirect clone of body taken from clone_pool.
- * Borrows body (the clone holds its own reference). Clones take no data
- * room (clone_pool's may be 0). The packet has two segments: the port
- * must transmit chained mbufs (RTE_ETH_TX_OFFLOAD_MULTI_SEGS). Returns
- * NULL when a pool is empty; nothing is kept then.
+ * The headers of every result frame to one destination, built once
+ * (tally_net_tmpl_init()) and kept while the destination stays: Ethernet
+ * from self->mac, IPv4 from self->ip to the destination (DF, TTL 64), UDP
+ * to its port, and the one's-complement sums of those fixed fields. What
+ * varies by frame is left 0 and out of the sums: the destination MAC
+ * (the lcore's neighbour cache knows it, and no checksum covers it), the
+ * UDP source port (the lcore's), the lengths and the checksums.
  */
-struct rte_mbuf *tally_net_to(struct rte_mempool *hdr_pool,
-	struct rte_mempool *clone_pool, struct rte_mbuf *body,
-	uint32_t body_cksum, const struct tally_net_self *self,
-	rte_be16_t src_port, const struct rte_ether_addr *dst_mac,
-	const struct tally_addr *dst);
+struct tally_net_tmpl {
+	uint8_t hdr[TALLY_NET_HDRS_LEN];
+	uint16_t pad_;
+	uint32_t ip_sum;	/* raw sum of the IPv4 header in hdr */
+	uint32_t udp_sum;	/* raw sum of the pseudo-header's addresses
+				   and protocol, and the destination port */
+} __rte_cache_aligned;
+
+/* Fills t for results from self to dst (both borrowed). */
+void tally_net_tmpl_init(struct tally_net_tmpl *t,
+	const struct tally_net_self *self, const struct tally_addr *dst);
+
+/* One destination of a result: its template and its MAC, borrowed. */
+struct tally_net_dst {
+	const struct tally_net_tmpl *tmpl;
+	const struct rte_ether_addr *mac;
+};
+
+/*
+ * The result frames of body to the n (<= TALLY_MAX_WORKERS) destinations
+ * dst, into out[0..n-1], with UDP source port src_port; body_cksum is
+ * what tally_net_body() gave. The payload is not copied: out[n-1] is the
+ * body itself, its headers written into its headroom (one segment);
+ * every other frame is a header mbuf from pool chained to an indirect
+ * mbuf of the body, also from pool (two segments: the port must transmit
+ * chained mbufs, RTE_ETH_TX_OFFLOAD_MULTI_SEGS, or linearize them, for
+ * which pool's data room must hold the whole frame). pool's data room:
+ * RTE_PKTMBUF_HEADROOM + TALLY_NET_HDRS_LEN at least.
+ * Consumes body, of which the caller holds the only reference: the
+ * frames own it on success, and it is freed on failure. Returns 0;
+ * -ENOBUFS when pool is empty, -EINVAL when body or pool does not fit
+ * (no frame is built then).
+ */
+int tally_net_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
+	uint32_t body_cksum, rte_be16_t src_port,
+	const struct tally_net_dst *dst, unsigned int n, struct rte_mbuf **out);
 
 /* IPv4 -> MAC cache of fixed size, no allocation after create. */
 struct tally_net_neigh;

@@ -1,17 +1,27 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Results on the wire. The tally header and the summed payload are copied
- * once into a body mbuf; each member then gets a 42-byte header mbuf with
- * its own Ethernet, IPv4 and UDP headers, chained to an indirect clone of
- * the body, so that a result for 64 members costs one payload copy and 64
- * small header writes. The UDP checksum covers the body too: its raw sum
- * is taken once, when the body is built, and each destination adds its
- * own headers' sum to it.
+ * once into a body mbuf; every destination then gets its own Ethernet,
+ * IPv4 and UDP headers in front of that body without the payload being
+ * copied: the last destination's headers go into the body's own headroom,
+ * and each other destination gets a small header mbuf chained to an
+ * indirect mbuf attached to the body.
+ *
+ * Headers come from templates (struct tally_net_tmpl) built once a
+ * destination, with the one's-complement sums of what never changes
+ * already taken. A frame then costs a 42-byte copy, its destination MAC,
+ * the lengths, and two checksums finished with a few adds: the body's raw
+ * sum is taken once, when it is built, and nothing written is read back
+ * (a header summed right after it was written stalls on store
+ * forwarding).
  *
  * Pools: the body pool's data room must hold RTE_PKTMBUF_HEADROOM +
  * TALLY_HDR_LEN + the largest payload; the header pool's
- * RTE_PKTMBUF_HEADROOM + 42 (HDRS_LEN); clones take no data room.
+ * RTE_PKTMBUF_HEADROOM + TALLY_NET_HDRS_LEN at least (its mbufs are used
+ * for both the header mbufs and the indirect ones, which keeps freeing a
+ * sent frame to one pool).
  */
+#include <errno.h>
 #include <string.h>
 
 #include <netinet/in.h>
@@ -24,16 +34,39 @@
 
 #include "net.h"
 
-#define HDRS_LEN		(sizeof(struct rte_ether_hdr) + \
-	sizeof(struct rte_ipv4_hdr) + sizeof(struct rte_udp_hdr))
 #define IP_UDP_LEN	(sizeof(struct rte_ipv4_hdr) + sizeof(struct rte_udp_hdr))
 #define RESULT_TTL	64
+
+_Static_assert(TALLY_NET_HDRS_LEN == sizeof(struct rte_ether_hdr) +
+	IP_UDP_LEN, "Ethernet, IPv4 without options, UDP");
+
+/* Where the fields a frame fills lie in its headers. */
+#define OFF_IP		sizeof(struct rte_ether_hdr)
+#define OFF_UDP		(OFF_IP + sizeof(struct rte_ipv4_hdr))
+#define OFF_IP_LEN	(OFF_IP + offsetof(struct rte_ipv4_hdr, total_length))
+#define OFF_IP_CKSUM	(OFF_IP + offsetof(struct rte_ipv4_hdr, hdr_checksum))
+#define OFF_UDP_SPORT	(OFF_UDP + offsetof(struct rte_udp_hdr, src_port))
+#define OFF_UDP_LEN	(OFF_UDP + offsetof(struct rte_udp_hdr, dgram_len))
+#define OFF_UDP_CKSUM	(OFF_UDP + offsetof(struct rte_udp_hdr, dgram_cksum))
 
 static inline uint32_t
 fold(uint32_t sum)
 {
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (sum & 0xffff) + (sum >> 16);
+}
+
+/* The two 16-bit words of a 32-bit field, as they lie in memory. */
+static inline uint32_t
+words32(uint32_t v)
+{
+	return (v & 0xffff) + (v >> 16);
+}
+
+static inline void
+st16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, sizeof(v));
 }
 
 /*
@@ -67,80 +100,165 @@ tally_net_body(struct rte_mempool *pool, const struct tally_hdr *h,
 }
 
 /*
- * Writes the Ethernet, IPv4 and UDP headers of a datagram carrying blen
- * bytes of body whose raw sum is bsum, at p (HDRS_LEN bytes).
+ * Borrows self and dst. Fields that vary by frame (destination MAC, UDP
+ * source port, lengths, checksums) are left 0 and out of the sums.
  */
-static void
-put_headers(uint8_t *p, const struct tally_net_self *self, rte_be16_t sport,
-	const struct rte_ether_addr *dmac, const struct tally_addr *dst,
-	uint32_t blen, uint32_t bsum)
+void
+tally_net_tmpl_init(struct tally_net_tmpl *t, const struct tally_net_self *self,
+	const struct tally_addr *dst)
 {
-	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)p;
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)t->hdr;
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
-	uint32_t sum;
 
-	rte_ether_addr_copy(dmac, &eth->dst_addr);
+	memset(t, 0, sizeof(*t));
 	rte_ether_addr_copy(&self->mac, &eth->src_addr);
 	eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
-	*ip = (struct rte_ipv4_hdr){
-		.version_ihl = RTE_IPV4_VHL_DEF,
-		.total_length = rte_cpu_to_be_16((uint16_t)(IP_UDP_LEN + blen)),
-		.fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG),
-		.time_to_live = RESULT_TTL,
-		.next_proto_id = IPPROTO_UDP,
-		.src_addr = self->ip,
-		.dst_addr = dst->ip,
-	};
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	udp->src_port = sport;
+	ip->version_ihl = RTE_IPV4_VHL_DEF;
+	ip->fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG);
+	ip->time_to_live = RESULT_TTL;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = self->ip;
+	ip->dst_addr = dst->ip;
 	udp->dst_port = dst->port;
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + blen));
-	udp->dgram_cksum = 0;
-	sum = (uint32_t)rte_ipv4_phdr_cksum(ip, 0) +
-		rte_raw_cksum(udp, sizeof(*udp)) + fold(bsum);
-	udp->dgram_cksum = (uint16_t)~fold(sum);
-	if (udp->dgram_cksum == 0)	/* 0 would mean "no checksum" */
-		udp->dgram_cksum = 0xffff;
+	t->ip_sum = rte_raw_cksum(ip, sizeof(*ip));
+	t->udp_sum = words32(self->ip) + words32(dst->ip) +
+		RTE_BE16(IPPROTO_UDP) + dst->port;
 }
 
 /*
- * Borrows body, self, dst_mac and dst; returns a new packet (owned by
- * the caller, to send or free) that holds its own reference to body.
- * NULL when a pool is empty (nothing is kept then) or body is too long
- * for one datagram.
+ * What the frames of one body share: the lengths (network order) and
+ * the part of the UDP sum that is not the destination's.
  */
-struct rte_mbuf *
-tally_net_to(struct rte_mempool *hdr_pool, struct rte_mempool *clone_pool,
-	struct rte_mbuf *body, uint32_t body_cksum,
-	const struct tally_net_self *self, rte_be16_t src_port,
-	const struct rte_ether_addr *dst_mac, const struct tally_addr *dst)
-{
-	struct rte_mbuf *h, *c;
-	uint8_t *p;
+struct round {
+	uint16_t blen;		/* body bytes, host order */
+	rte_be16_t ip_len;
+	rte_be16_t udp_len;
+	rte_be16_t sport;
+	uint32_t udp_sum;	/* lengths (pseudo-header's and UDP's),
+				   source port, body */
+};
 
-	if (unlikely(body->pkt_len > UINT16_MAX - IP_UDP_LEN))
-		return NULL;
-	h = rte_pktmbuf_alloc(hdr_pool);
-	if (unlikely(h == NULL))
-		return NULL;
-	p = (uint8_t *)rte_pktmbuf_append(h, HDRS_LEN);
-	if (unlikely(p == NULL))
-		goto free_h;
-	c = rte_pktmbuf_clone(body, clone_pool);
-	if (unlikely(c == NULL))
-		goto free_h;
-	put_headers(p, self, src_port, dst_mac, dst, body->pkt_len,
-		body_cksum);
-	if (unlikely(rte_pktmbuf_chain(h, c) != 0))
-		goto free_c;
-	h->l2_len = sizeof(struct rte_ether_hdr);
-	h->l3_len = sizeof(struct rte_ipv4_hdr);
-	h->l4_len = sizeof(struct rte_udp_hdr);
-	return h;
-free_c:
-	rte_pktmbuf_free(c);
-free_h:
-	rte_pktmbuf_free(h);
-	return NULL;
+/* Writes the headers for destination d at p (TALLY_NET_HDRS_LEN bytes). */
+static inline void
+put_headers(uint8_t *p, const struct round *rd, const struct tally_net_dst *d)
+{
+	const struct tally_net_tmpl *t = d->tmpl;
+	uint16_t ck;
+
+	memcpy(p, t->hdr, TALLY_NET_HDRS_LEN);
+	memcpy(p, d->mac, RTE_ETHER_ADDR_LEN);
+	st16(p + OFF_IP_LEN, rd->ip_len);
+	st16(p + OFF_IP_CKSUM, (uint16_t)~fold(t->ip_sum + rd->ip_len));
+	st16(p + OFF_UDP_SPORT, rd->sport);
+	st16(p + OFF_UDP_LEN, rd->udp_len);
+	ck = (uint16_t)~fold(t->udp_sum + rd->udp_sum);
+	/* 0 would mean "no checksum"; 0xffff is the same sum. */
+	st16(p + OFF_UDP_CKSUM, ck == 0 ? 0xffff : ck);
+}
+
+/* The offsets a port needs for checksum offloads; harmless otherwise. */
+static inline void
+set_lens(struct rte_mbuf *m)
+{
+	m->l2_len = sizeof(struct rte_ether_hdr);
+	m->l3_len = sizeof(struct rte_ipv4_hdr);
+	m->l4_len = sizeof(struct rte_udp_hdr);
+}
+
+/*
+ * Makes c, a fresh mbuf, an indirect mbuf of body, as rte_pktmbuf_attach()
+ * does, but without taking a reference: the caller took them all at
+ * once. body is direct and has no external buffer.
+ */
+static inline void
+attach_noref(struct rte_mbuf *c, const struct rte_mbuf *body)
+{
+	c->priv_size = body->priv_size;
+	c->ol_flags = body->ol_flags | RTE_MBUF_F_INDIRECT;
+	c->port = body->port;
+	c->vlan_tci = body->vlan_tci;
+	c->vlan_tci_outer = body->vlan_tci_outer;
+	c->tx_offload = body->tx_offload;
+	c->hash = body->hash;
+	c->packet_type = body->packet_type;
+	rte_mbuf_dynfield_copy(c, body);
+	c->data_off = body->data_off;
+	c->data_len = body->data_len;
+	rte_mbuf_iova_set(c, rte_mbuf_iova_get(body));
+	c->buf_addr = body->buf_addr;
+	c->buf_len = body->buf_len;
+	c->next = NULL;
+	c->pkt_len = c->data_len;
+	c->nb_segs = 1;
+}
+
+/*
+ * Consumes body (a single-segment mbuf from tally_net_body(), of which
+ * the caller holds the only reference); borrows pool and dst. On success
+ * out[0..n-1] own the body between them. On failure nothing is kept.
+ */
+int
+tally_net_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
+	uint32_t body_cksum, rte_be16_t src_port,
+	const struct tally_net_dst *dst, unsigned int n, struct rte_mbuf **out)
+{
+	struct rte_mbuf *m[2 * (TALLY_MAX_WORKERS - 1)];
+	unsigned int nc = n - 1;	/* destinations served by clones */
+	struct round rd;
+	uint32_t sum;
+	uint8_t *p;
+	int ret = -EINVAL;
+
+	if (n == 0) {
+		ret = 0;
+		goto free_body;
+	}
+	if (unlikely(n > TALLY_MAX_WORKERS || body->pkt_len >
+			UINT16_MAX - IP_UDP_LEN || body->nb_segs != 1 ||
+			!RTE_MBUF_DIRECT(body) ||
+			rte_mbuf_refcnt_read(body) != 1 ||
+			rte_pktmbuf_headroom(body) < TALLY_NET_HDRS_LEN))
+		goto free_body;
+	rd.blen = (uint16_t)body->pkt_len;
+	rd.ip_len = rte_cpu_to_be_16((uint16_t)(IP_UDP_LEN + rd.blen));
+	rd.udp_len = rte_cpu_to_be_16((uint16_t)(sizeof(struct rte_udp_hdr) +
+		rd.blen));
+	rd.sport = src_port;
+	sum = 2u * rd.udp_len + src_port + fold(body_cksum);
+	rd.udp_sum = fold(sum);
+	if (nc > 0) {
+		ret = -ENOBUFS;
+		if (unlikely(rte_pktmbuf_alloc_bulk(pool, m, 2 * nc) != 0))
+			goto free_body;
+		if (unlikely(rte_pktmbuf_tailroom(m[0]) < TALLY_NET_HDRS_LEN)) {
+			ret = -EINVAL;
+			rte_pktmbuf_free_bulk(m, 2 * nc);
+			goto free_body;
+		}
+		/* One reference a clone, taken at once, not nc atomics. */
+		rte_mbuf_refcnt_update(body, (int16_t)nc);
+		for (unsigned int i = 0; i < nc; i++) {
+			struct rte_mbuf *h = m[i], *c = m[nc + i];
+
+			attach_noref(c, body);
+			put_headers(rte_pktmbuf_mtod(h, uint8_t *), &rd,
+				&dst[i]);
+			h->data_len = TALLY_NET_HDRS_LEN;
+			h->pkt_len = TALLY_NET_HDRS_LEN + (uint32_t)rd.blen;
+			h->next = c;
+			h->nb_segs = 2;
+			set_lens(h);
+			out[i] = h;
+		}
+	}
+	/* The last destination's headers go in front of the body itself. */
+	p = (uint8_t *)rte_pktmbuf_prepend(body, TALLY_NET_HDRS_LEN);
+	put_headers(p, &rd, &dst[nc]);
+	set_lens(body);
+	out[nc] = body;
+	return 0;
+free_body:
+	rte_pktmbuf_free(body);
+	return ret;
 }

@@ -543,8 +543,9 @@ teardown(struct dpb *b)
 		tally_net_neigh_destroy(dp->lcores[0].neigh);
 	}
 	tally_dp_jobs_fini(dp);
+	if (dp->hdr_pool != dp->pool)
+		rte_mempool_free(dp->hdr_pool);
 	rte_mempool_free(dp->pool);
-	rte_mempool_free(dp->clone_pool);
 	rte_mempool_free(b->frame_pool);
 	rte_ring_free(b->rx);
 	rte_ring_free(b->tx);
@@ -1013,7 +1014,8 @@ report_text(const struct dpb *b, const char *cpu)
 	printf("port:    %s (rx and tx rte_rings), mtu %u; 1 worker lcore "
 		"(lcore %u), bursts of %d; results %s\n", driver_name(b),
 		b->mtu, b->lc->lcore_id, BURST, b->dp.tx_chains ?
-		"chained (header mbuf + indirect clone of the body)" :
+		"chained (header mbuf + indirect mbuf of the body; the "
+		"last member's headers in the body's headroom)" :
 		"linearized (the port takes no chains)");
 	static const char *const cksum_what[] = {
 		[CKSUM_SW] = "valid, verified in software",

@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally-dp's lcore loop and job table on a real port (net_ring: two
+ * rte_rings made into an ethdev): contribution frames go into the rx
+ * ring, tally_dp_lcore_poll() runs once, and every frame it sent is read
+ * back from the tx ring and checked byte by byte with the packet-layer
+ * suites' own checksum (tests/net/frame.c).
+ *
+ * What it pins down: results take their headers from the templates that
+ * tally_dp_job_add() built, and their destination MAC from the lcore's
+ * neighbour cache at the time they are sent (a member that shows up with
+ * a new MAC gets the next result there); a job removed and added again
+ * with other member addresses gets new templates; the multicast group
+ * gets one frame; a retransmission and a NACK go back to the sender
+ * (headers built on the spot); rounds of other lengths keep the
+ * checksums right; every mbuf goes back to its pool.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_ring.h>
+
+#include "dp.h"
+#include "frame.h"
+
+#define RING_SIZE	1024
+#define NB_MBUFS	1023
+#define WORLD		3
+#define MEMBER_PORT	40000
+#define GROUP_IP	UINT32_C(0xef010203)	/* 239.1.2.3 */
+#define TOKEN		UINT64_C(0x0123456789abcdef)
+#define MAX_ELEMS	500	/* a result body within one default mbuf */
+
+static struct tally_dp dp;
+static struct tally_dp_lcore *lc;
+static struct rte_ring *rxr, *txr;
+static struct rte_mempool *frame_pool;
+
+/* Member r of a job: 10.0.2.(10 + r + shift), MEMBER_PORT + r + shift. */
+static struct tally_addr
+maddr(unsigned int r, unsigned int shift)
+{
+	return (struct tally_addr){
+		.ip = rte_cpu_to_be_32(RTE_IPV4(10, 0, 2, 10 + r + shift)),
+		.port = rte_cpu_to_be_16((uint16_t)(MEMBER_PORT + r + shift)),
+	};
+}
+
+/* MAC number k of member r: 02:00:00:02:k:r. */
+static struct rte_ether_addr
+mmac(unsigned int r, unsigned int k)
+{
+	return (struct rte_ether_addr){{ 0x02, 0, 0, 0x02, (uint8_t)k,
+		(uint8_t)r }};
+}
+
+static int
+job_add(uint16_t id, unsigned int shift, int group, uint16_t elems)
+{
+	struct tally_job_conf c = {
+		.id = id, .token = TOKEN, .world = WORLD, .window = 4,
+		.max_elems = elems,
+	};
+
+	for (unsigned int r = 0; r < WORLD; r++)
+		c.members[r] = maddr(r, shift);
+	if (group) {
+		c.group.ip = rte_cpu_to_be_32(GROUP_IP);
+		c.group.port = rte_cpu_to_be_16(MEMBER_PORT);
+	}
+	return tally_dp_job_add(&dp, &c);
+}
+
+/* The i32 element e of rank r's contribution to (slot, set). */
+static uint32_t
+elem(unsigned int r, unsigned int slot, unsigned int set, unsigned int e)
+{
+	return (uint32_t)(r + 1) * 0x01000193u + slot * 77u + set * 5u + e;
+}
+
+/*
+ * Puts rank r's contribution of job id (slot, set, count i32 elements)
+ * into the rx ring, from member address a and MAC mac.
+ */
+static void
+send_contrib(uint16_t id, unsigned int r, unsigned int slot,
+	unsigned int set, uint16_t count, struct tally_addr a,
+	struct rte_ether_addr mac)
+{
+	uint8_t pl[TALLY_HDR_LEN + 4 * MAX_ELEMS], frame[F_PAY + sizeof(pl)];
+	struct tally_hdr h = {
+		.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM,
+		.flags = set ? TALLY_F_SET : 0, .enc = TALLY_ENC_I32,
+		.job = id, .token = TOKEN, .rank = (uint8_t)r,
+		.slot = (uint16_t)slot, .offset = slot * 1000u,
+		.count = count, .next_block = TALLY_NO_BLOCK,
+	};
+	struct udp_spec s;
+	struct rte_mbuf *m;
+	size_t len;
+
+	tally_hdr_encode(&h, pl);
+	for (unsigned int e = 0; e < count; e++) {
+		uint32_t v = elem(r, slot, set, e);
+
+		memcpy(pl + TALLY_HDR_LEN + 4 * e, &v, 4);
+	}
+	s = test_udp_spec(pl, TALLY_HDR_LEN + 4u * count);
+	s.sip = a.ip;
+	s.sport = rte_be_to_cpu_16(a.port);
+	len = build_udp(frame, &s);
+	memcpy(frame + 6, mac.addr_bytes, 6);	/* no checksum covers it */
+	m = to_mbuf(frame_pool, frame, len);
+	assert_non_null(m);
+	assert_int_equal(rte_ring_enqueue(rxr, m), 0);
+}
+
+/* Runs the loop once over what the rx ring holds; all of it is taken. */
+static void
+poll_all(void)
+{
+	unsigned int want = rte_ring_count(rxr);
+
+	assert_int_equal(tally_dp_lcore_poll(lc), want);
+	assert_int_equal(rte_ring_count(rxr), 0);
+}
+
+/* What a sent frame says, read from a flat copy of it. */
+struct sent {
+	uint8_t f[F_PAY + TALLY_HDR_LEN + 4 * MAX_ELEMS];
+	uint32_t len;
+	struct rte_ether_addr dmac;
+	rte_be32_t dip;
+	rte_be16_t dport;
+	struct tally_hdr h;
+};
+
+/*
+ * Takes up to max frames from the tx ring into out (freeing the mbufs),
+ * each checked: Ethernet from our MAC, IPv4 and UDP from our address and
+ * the lcore's port, lengths, both checksums. Returns how many.
+ */
+static unsigned int
+take_sent(struct sent *out, unsigned int max)
+{
+	unsigned int n = 0;
+	void *p;
+
+	while (rte_ring_dequeue(txr, &p) == 0) {
+		struct rte_mbuf *m = p;
+		struct sent *s = &out[n];
+		const uint8_t *f;
+
+		assert_true(n < max);
+		s->len = m->pkt_len;
+		assert_true(s->len <= sizeof(s->f));
+		f = rte_pktmbuf_read(m, 0, s->len, s->f);
+		assert_non_null(f);
+		if (f != s->f)
+			memcpy(s->f, f, s->len);
+		rte_pktmbuf_free(m);
+		f = s->f;
+		memcpy(s->dmac.addr_bytes, f, 6);
+		assert_memory_equal(f + 6, dp.self.mac.addr_bytes, 6);
+		assert_int_equal(get16(f + 12), 0x0800);
+		assert_int_equal(get16(f + F_IP + 2), s->len - 14);
+		assert_true(test_ip_cksum_ok(f));
+		assert_memory_equal(f + F_IP + 12, &dp.self.ip, 4);
+		memcpy(&s->dip, f + F_IP + 16, 4);
+		assert_int_equal(get16(f + F_L4), SELF_PORT);
+		memcpy(&s->dport, f + F_L4 + 2, 2);
+		assert_int_equal(get16(f + F_L4 + 4), s->len - F_L4);
+		assert_int_not_equal(get16(f + F_L4 + 6), 0);
+		assert_true(test_udp_cksum_ok(f));
+		assert_int_equal(tally_hdr_decode(f + F_PAY, s->len - F_PAY,
+			&s->h), TALLY_ST_OK);
+		n++;
+	}
+	return n;
+}
+
+/* Frame s carries the sum of the WORLD ranks' (slot, set) elements. */
+static void
+assert_sum(const struct sent *s, unsigned int slot, unsigned int set,
+	uint16_t count)
+{
+	assert_int_equal(s->h.type, TALLY_PT_SUM_RESULT);
+	assert_int_equal(s->h.slot, slot);
+	assert_int_equal(s->h.count, count);
+	assert_int_equal(s->len, F_PAY + TALLY_HDR_LEN + 4u * count);
+	for (unsigned int e = 0; e < count; e++) {
+		uint32_t got, want = 0;
+
+		for (unsigned int r = 0; r < WORLD; r++)
+			want += elem(r, slot, set, e);
+		memcpy(&got, s->f + F_PAY + TALLY_HDR_LEN + 4 * e, 4);
+		assert_int_equal(got, want);
+	}
+}
+
+/* The frame of s that went to a, or NULL. */
+static const struct sent *
+to_addr(const struct sent *s, unsigned int n, struct tally_addr a)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if (s[i].dip == a.ip && s[i].dport == a.port)
+			return &s[i];
+	return NULL;
+}
+
+/* One complete round of job id: every rank from its address and MAC. */
+static void
+round_of(uint16_t id, unsigned int slot, unsigned int set, uint16_t count,
+	unsigned int shift, const struct rte_ether_addr *macs)
+{
+	for (unsigned int r = 0; r < WORLD; r++)
+		send_contrib(id, r, slot, set, count, maddr(r, shift), macs[r]);
+	poll_all();
+}
+
+static void
+assert_pools_full(void)
+{
+	assert_int_equal(rte_mempool_avail_count(dp.pool), NB_MBUFS);
+	if (dp.hdr_pool != dp.pool)
+		assert_int_equal(rte_mempool_avail_count(dp.hdr_pool),
+			2 * NB_MBUFS + 1);
+	assert_int_equal(rte_mempool_avail_count(frame_pool), NB_MBUFS);
+}
+
+/* Every member gets the sum, from the job's templates, at its MAC. */
+static void
+members_get_results(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+	const struct tally_dp_jobx *x;
+	const struct tally_jobtab *tab;
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 1);
+	assert_int_equal(job_add(11, 0, 0, 256), 0);
+	/* The templates are the job's own, built when it was added. */
+	tab = atomic_load(&dp.tab);
+	assert_non_null(tab);
+	assert_int_equal(dp.jobs->job->conf.id, 11);
+	x = tally_dp_jobx(dp.jobs->job);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		struct tally_addr a = maddr(r, 0);
+
+		assert_memory_equal(x->member[r].hdr + F_IP + 16, &a.ip, 4);
+		assert_memory_equal(x->member[r].hdr + F_L4 + 2, &a.port, 2);
+	}
+	round_of(11, 1, 0, 256, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		const struct sent *f = to_addr(s, WORLD, maddr(r, 0));
+
+		assert_non_null(f);
+		assert_memory_equal(f->dmac.addr_bytes, macs[r].addr_bytes, 6);
+		assert_sum(f, 1, 0, 256);
+	}
+	assert_int_equal(lc->st.no_neigh, 0);
+	assert_int_equal(lc->st.no_mbuf, 0);
+	assert_int_equal(tally_dp_job_del(&dp, 11), 0);
+	assert_pools_full();
+}
+
+/*
+ * A member that comes back with another MAC (a NIC swapped, a VM moved)
+ * gets the next result there: the MAC is not part of the template.
+ */
+static void
+mac_change(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+	const struct sent *f;
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 1);
+	assert_int_equal(job_add(12, 0, 0, 64), 0);
+	round_of(12, 0, 0, 64, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	f = to_addr(s, WORLD, maddr(1, 0));
+	assert_non_null(f);
+	assert_memory_equal(f->dmac.addr_bytes, macs[1].addr_bytes, 6);
+	macs[1] = mmac(1, 2);
+	round_of(12, 0, 1, 64, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		f = to_addr(s, WORLD, maddr(r, 0));
+		assert_non_null(f);
+		assert_memory_equal(f->dmac.addr_bytes, macs[r].addr_bytes, 6);
+		assert_sum(f, 0, 1, 64);
+	}
+	assert_int_equal(tally_dp_job_del(&dp, 12), 0);
+	assert_pools_full();
+}
+
+/*
+ * The same job id removed and added again with other member addresses:
+ * results follow the new ones, none goes to an old one.
+ */
+static void
+job_readded(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 3);
+	assert_int_equal(job_add(13, 0, 0, 32), 0);
+	round_of(13, 2, 0, 32, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	assert_int_equal(tally_dp_job_del(&dp, 13), 0);
+	assert_int_equal(job_add(13, 5, 0, 32), 0);
+	round_of(13, 2, 0, 32, 5, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		assert_non_null(to_addr(s, WORLD, maddr(r, 5)));
+		assert_sum(to_addr(s, WORLD, maddr(r, 5)), 2, 0, 32);
+	}
+	/* maddr(r, 0) for r < 3 is not among 10.0.2.15.. */
+	for (unsigned int r = 0; r < WORLD; r++)
+		assert_null(to_addr(s, WORLD, maddr(r, 0)));
+	assert_int_equal(tally_dp_job_del(&dp, 13), 0);
+	assert_pools_full();
+}
+
+/* A job with a multicast group: one frame a round, to the group. */
+static void
+group_result(void **state)
+{
+	const struct rte_ether_addr gmac = {{ 0x01, 0x00, 0x5e, 0x01, 0x02,
+		0x03 }};
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 4);
+	assert_int_equal(job_add(14, 0, 1, 256), 0);
+	round_of(14, 3, 0, 256, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), 1);
+	assert_int_equal(s[0].dip, rte_cpu_to_be_32(GROUP_IP));
+	assert_int_equal(s[0].dport, rte_cpu_to_be_16(MEMBER_PORT));
+	assert_memory_equal(s[0].dmac.addr_bytes, gmac.addr_bytes, 6);
+	assert_sum(&s[0], 3, 0, 256);
+	assert_int_equal(tally_dp_job_del(&dp, 14), 0);
+	assert_pools_full();
+}
+
+/*
+ * Rounds of 1 to MAX_ELEMS elements through the same templates: the lengths
+ * and both checksums follow each round's payload (odd byte counts are
+ * tests/net/result_test.c's: an i32 payload is always 4k bytes).
+ */
+static void
+several_lengths(void **state)
+{
+	static const uint16_t counts[] = { 1, 2, 3, 255, 256, MAX_ELEMS };
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 5);
+	assert_int_equal(job_add(15, 0, 0, MAX_ELEMS), 0);
+	for (size_t k = 0; k < RTE_DIM(counts); k++) {
+		round_of(15, 0, k & 1, counts[k], 0, macs);
+		assert_int_equal(take_sent(s, WORLD), WORLD);
+		for (unsigned int r = 0; r < WORLD; r++)
+			assert_sum(&s[r], 0, k & 1, counts[k]);
+	}
+	assert_int_equal(tally_dp_job_del(&dp, 15), 0);
+	assert_pools_full();
+}
+
+/*
+ * Replies to one sender: a retransmission of a completed round gets the
+ * stored result back, a contribution too early gets a NACK; both to the
+ * sender's address and MAC, headers made on the spot.
+ */
+static void
+replies_to_sender(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 6);
+	assert_int_equal(job_add(16, 0, 0, 100), 0);
+	round_of(16, 1, 0, 100, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	/* Rank 2 did not get it: it sends again. */
+	send_contrib(16, 2, 1, 0, 100, maddr(2, 0), macs[2]);
+	poll_all();
+	assert_int_equal(take_sent(s, WORLD), 1);
+	assert_int_equal(s[0].dip, maddr(2, 0).ip);
+	assert_int_equal(s[0].dport, maddr(2, 0).port);
+	assert_memory_equal(s[0].dmac.addr_bytes, macs[2].addr_bytes, 6);
+	assert_true(s[0].h.flags & TALLY_F_RETX);
+	assert_sum(&s[0], 1, 0, 100);
+	/* Rank 0 moves on to set 1, then goes back to set 0: too early. */
+	send_contrib(16, 0, 1, 1, 100, maddr(0, 0), macs[0]);
+	send_contrib(16, 0, 1, 0, 100, maddr(0, 0), macs[0]);
+	poll_all();
+	assert_int_equal(take_sent(s, WORLD), 1);
+	assert_int_equal(s[0].h.type, TALLY_PT_NACK);
+	assert_int_equal(s[0].h.status, TALLY_ST_EARLY);
+	assert_int_equal(s[0].dip, maddr(0, 0).ip);
+	assert_memory_equal(s[0].dmac.addr_bytes, macs[0].addr_bytes, 6);
+	assert_int_equal(tally_dp_job_del(&dp, 16), 0);
+	assert_pools_full();
+}
+
+/* The port, the dataplane's state as tally-dp's main.c builds it. */
+static int
+setup(void **state)
+{
+	int port;
+
+	(void)state;
+	rxr = rte_ring_create("lcore_rx", RING_SIZE, SOCKET_ID_ANY,
+		RING_F_SP_ENQ | RING_F_SC_DEQ);
+	txr = rte_ring_create("lcore_tx", RING_SIZE, SOCKET_ID_ANY,
+		RING_F_SP_ENQ | RING_F_SC_DEQ);
+	frame_pool = test_pool("frames", NB_MBUFS,
+		RTE_PKTMBUF_HEADROOM + F_PAY + TALLY_HDR_LEN + 4 * MAX_ELEMS);
+	if (rxr == NULL || txr == NULL || frame_pool == NULL)
+		return -1;
+	port = rte_eth_from_rings("lcore_test", &rxr, 1, &txr, 1,
+		rte_socket_id());
+	if (port < 0)
+		return -1;
+	dp.port_id = (uint16_t)port;
+	dp.nworkers = 1;
+	dp.max_jobs = 4;
+	dp.self.ip = self_ip;
+	dp.self.port = RTE_BE16(SELF_PORT);
+	dp.self.nports = 1;
+	lc = &dp.lcores[0];
+	lc->dp = &dp;
+	lc->lcore_id = rte_lcore_id();
+	lc->index = 0;
+	lc->neigh = tally_net_neigh_create(64, SOCKET_ID_ANY);
+	if (lc->neigh == NULL || tally_dp_lcore_init(lc) != 0)
+		return -1;
+	if (tally_dp_port_init(&dp, NB_MBUFS, 1500) != 0)
+		return -1;
+	lc->rxq = 0;
+	lc->txq = 0;
+	return tally_dp_jobs_init(&dp) == 0 ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	tally_dp_port_close(&dp);
+	tally_dp_lcore_fini(lc);
+	tally_net_neigh_destroy(lc->neigh);
+	tally_dp_jobs_fini(&dp);
+	if (dp.hdr_pool != dp.pool)
+		rte_mempool_free(dp.hdr_pool);
+	rte_mempool_free(dp.pool);
+	rte_mempool_free(frame_pool);
+	rte_ring_free(rxr);
+	rte_ring_free(txr);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(members_get_results),
+		cmocka_unit_test(mac_change),
+		cmocka_unit_test(job_readded),
+		cmocka_unit_test(group_result),
+		cmocka_unit_test(several_lengths),
+		cmocka_unit_test(replies_to_sender),
+	};
+	int rc;
+
+	(void)argc;
+	if (test_eal_init(argv[0]) != 0)
+		return 1;
+	rc = cmocka_run_group_tests(tests, setup, teardown);
+	test_eal_fini();
+	return rc;
+}
