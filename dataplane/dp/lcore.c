@@ -17,6 +17,7 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_pause.h>
+#include <rte_prefetch.h>
 
 #include "dp.h"
 
@@ -258,6 +259,41 @@ handle(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	rte_pktmbuf_free(m);
 }
 
+/*
+ * Asks for the bytes of frame m, all of its first segment: the UDP
+ * checksum and then the engine read every byte of a tally frame, and
+ * this is the first time they are touched (the NIC, or another lcore,
+ * wrote them).
+ */
+static inline void
+prefetch_frame(const struct rte_mbuf *m)
+{
+	const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
+	unsigned int len = rte_pktmbuf_data_len(m);
+
+	for (unsigned int off = 0; off < len; off += RTE_CACHE_LINE_SIZE)
+		rte_prefetch0(p + off);
+}
+
+/*
+ * Handles a burst of k frames, each one's successor prefetched while it
+ * is handled (two or four frames ahead, or the first line only, measured
+ * no better in tally-bench dataplane).
+ */
+static inline void
+handle_burst(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf **pkts, uint16_t k, struct rte_mbuf **disp[],
+	uint16_t *ndisp)
+{
+	if (k > 0)
+		prefetch_frame(pkts[0]);
+	for (uint16_t i = 0; i < k; i++) {
+		if (i + 1 < k)
+			prefetch_frame(pkts[i + 1]);
+		handle(dp, lc, o, pkts[i], disp, ndisp);
+	}
+}
+
 /* Passes frames of other lcores' slots to their rings. */
 static void
 dispatch(struct tally_dp *dp, struct tally_dp_lcore *lc,
@@ -322,15 +358,13 @@ tally_dp_lcore_poll(struct tally_dp_lcore *lc)
 	if (lc->rxq != UINT16_MAX) {
 		k = rte_eth_rx_burst(dp->port_id, lc->rxq, pkts, TALLY_DP_BURST);
 		lc->st.rx += k;
-		for (uint16_t i = 0; i < k; i++)
-			handle(dp, lc, o, pkts[i], disp, ndisp);
+		handle_burst(dp, lc, o, pkts, k, disp, ndisp);
 		n += k;
 	}
 	if (lc->ring != NULL) {
 		k = (uint16_t)rte_ring_dequeue_burst(lc->ring, (void **)pkts,
 			TALLY_DP_BURST, NULL);
-		for (uint16_t i = 0; i < k; i++)
-			handle(dp, lc, o, pkts[i], disp, ndisp);
+		handle_burst(dp, lc, o, pkts, k, disp, ndisp);
 		n += k;
 	}
 	dispatch(dp, lc, disp, ndisp);
