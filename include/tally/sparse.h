@@ -18,7 +18,10 @@
  * - SIDCo (exponential, generalized Pareto, gamma): fit the distribution
  *   of the non-zero finite magnitudes, take its upper quantile, then refine
  *   on the exceedances over that first threshold, stage after stage
- *   (the multi-stage scheme of SIDCo; struct tally_sparse_params).
+ *   (the multi-stage scheme of SIDCo; struct tally_sparse_params). On a
+ *   large tensor the fits see, by default, a seeded stratified sample of
+ *   runs of 16 elements, about TALLY_SPARSE_SIDCO_SAMPLE elements in
+ *   all; sample = 1 makes them see every element.
  * - DGC: exact top-k on a random (stratified) sample of the elements.
  * - exact top-k: the k-th largest magnitude, k = d * n rounded (at least
  *   1), by a radix select over the floats' bits: O(n), no copy of the
@@ -53,6 +56,19 @@ extern "C" {
 #define TALLY_SPARSE_STAGES_MAX	16
 /* DGC: fewest elements sampled (or all of them, when n is smaller). */
 #define TALLY_SPARSE_DGC_MIN_SAMPLE	16384
+/*
+ * SIDCo's sample is made of runs of TALLY_SPARSE_SIDCO_RUN consecutive
+ * elements (64 bytes), one run from each stratum of stride runs, at a
+ * position drawn from the seed. sample left at 0: stride = runs /
+ * (TALLY_SPARSE_SIDCO_SAMPLE / TALLY_SPARSE_SIDCO_RUN), rounded down, so
+ * the fits see between TALLY_SPARSE_SIDCO_SAMPLE and twice as many
+ * elements, or every element of a tensor of fewer runs than twice that
+ * (n <= 2^21 - 16). sample given: stride = round(1 / sample), but at
+ * least TALLY_SPARSE_SIDCO_MIN_SAMPLE elements in all (or every element).
+ */
+#define TALLY_SPARSE_SIDCO_RUN		16
+#define TALLY_SPARSE_SIDCO_SAMPLE	(1u << 20)
+#define TALLY_SPARSE_SIDCO_MIN_SAMPLE	16384
 
 enum tally_sparse_est {
 	TALLY_SPARSE_SIDCO_EXP = 0,	/* SIDCo-E: exponential */
@@ -85,12 +101,19 @@ struct tally_sparse_params {
 	 */
 	double stage_density;
 	/*
-	 * DGC: fraction of the elements sampled, [1e-6, 1]; default 0.01.
-	 * One element of every 1/sample (at least TALLY_SPARSE_DGC_MIN_SAMPLE
-	 * in all), at a position drawn from seed.
+	 * Fraction of the elements an estimator looks at, [1e-6, 1]; 1:
+	 * every element.
+	 * DGC: one element of every round(1 / sample) (at least
+	 * TALLY_SPARSE_DGC_MIN_SAMPLE in all), at a position drawn from
+	 * seed; default (0) 0.01.
+	 * SIDCo: runs of TALLY_SPARSE_SIDCO_RUN elements, one of every
+	 * round(1 / sample) runs (at least TALLY_SPARSE_SIDCO_MIN_SAMPLE
+	 * elements in all), at a position drawn from seed; every stage fits
+	 * that sample. Default (0): about TALLY_SPARSE_SIDCO_SAMPLE elements
+	 * (see there), every element of a tensor of up to 2^21 - 16.
 	 */
 	double sample;
-	/* DGC: the sample's seed (the same seed, the same sample). */
+	/* DGC, SIDCo: the sample's seed (the same seed, the same sample). */
 	uint64_t seed;
 };
 
@@ -103,7 +126,8 @@ struct tally_sparse_params {
  * defaults). Returns 0, -EINVAL (g or threshold NULL with n > 0, density
  * outside (0, 1] or NaN, est unknown, a field of p out of range, or n above
  * TALLY_SPARSE_N_MAX) or -ENOMEM (the exact and DGC estimators allocate a
- * little scratch); *threshold is untouched on error.
+ * little scratch, SIDCo its sample: 4 bytes an element of it); *threshold
+ * is untouched on error.
  */
 int tally_sparse_threshold(const float *g, size_t n, double density,
 	enum tally_sparse_est est, const struct tally_sparse_params *p,

@@ -52,8 +52,10 @@ int tally_sparse_moments_cuda(const float *d_g, size_t n, float t,
 /*
  * The threshold of tally_sparse_threshold() for d_g (n elements, device),
  * written to *threshold (host). d_ws as above, of at least
- * tally_sparse_cuda_ws_size(n, est, p) bytes. Synchronizes stream (the
- * stages and radix digits need their results on the host). Returns as
+ * tally_sparse_cuda_ws_size(n, est, p) bytes. SIDCo's sample (p->sample)
+ * is read in place: the kernels fetch its runs where they lie, in the
+ * order the CPU gathers them. Synchronizes stream (the stages and radix
+ * digits need their results on the host). Returns as
  * tally_sparse_threshold(), or -ENODEV / -EIO.
  */
 int tally_sparse_threshold_cuda(const float *d_g, size_t n, double density,

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <tally/codec.h>
 #include <tally/sparse.h>
@@ -79,8 +80,68 @@ sparse_knobs_of(const struct tally_sparse_params *p, struct sparse_knobs *k)
 		k->sample = p->sample;
 	else
 		return -EINVAL;
+	k->sidco_sample = p->sample;
 	k->seed = p->seed;
 	return 0;
+}
+
+/* See sparse_int.h: SIDCo's sample, the stride and the runs it takes. */
+void
+sparse_sidco_sample(size_t n, double sample, uint64_t seed,
+	struct sparse_sample *ss)
+{
+	size_t nr = TALLY_SPARSE_SIDCO_RUNS(n), s;
+	size_t min = TALLY_SPARSE_SIDCO_MIN_SAMPLE / TALLY_SPARSE_SIDCO_RUN;
+
+	if (sample == 0.0) {
+		s = nr / (TALLY_SPARSE_SIDCO_SAMPLE / TALLY_SPARSE_SIDCO_RUN);
+	} else {
+		s = (size_t)floor(1.0 / sample + 0.5);
+		if (nr / s < min)
+			s = nr / min;
+	}
+	if (s < 1)
+		s = 1;
+	ss->n = n;
+	ss->stride = s;
+	ss->seed = seed;
+	ss->m = (nr + s - 1) / s;
+	ss->elems = ss->m * TALLY_SPARSE_SIDCO_RUN;
+	/* The last run may be short, and it is in the last stratum. */
+	if (n % TALLY_SPARSE_SIDCO_RUN != 0 &&
+	    tally_sparse_sample_pos(seed, ss->m - 1, s, nr) == nr - 1)
+		ss->elems -= TALLY_SPARSE_SIDCO_RUN -
+			n % TALLY_SPARSE_SIDCO_RUN;
+}
+
+/* How many runs ahead sparse_sample_gather() fetches. */
+#define GATHER_AHEAD	16
+
+/*
+ * See sparse_int.h. The runs lie far apart in x: each is fetched (both
+ * cache lines it may cross) GATHER_AHEAD runs before it is copied.
+ */
+void
+sparse_sample_gather(const float *x, const struct sparse_sample *ss,
+	float *out)
+{
+	size_t nr = TALLY_SPARSE_SIDCO_RUNS(ss->n);
+	size_t run = TALLY_SPARSE_SIDCO_RUN;
+
+	for (size_t r = 0; r < ss->m; r++) {
+		size_t p, len;
+
+		if (r + GATHER_AHEAD < ss->m) {
+			p = tally_sparse_sample_pos(ss->seed, r + GATHER_AHEAD,
+				ss->stride, nr) * run;
+			__builtin_prefetch(x + p);
+			__builtin_prefetch(x + p + run - 1);
+		}
+		p = tally_sparse_sample_pos(ss->seed, r, ss->stride, nr) * run;
+		len = ss->n - p < run ? ss->n - p : run;
+		memcpy(out, x + p, len * sizeof(*x));
+		out += len;
+	}
 }
 
 int
@@ -189,6 +250,9 @@ stage_want(enum tally_sparse_est est, unsigned int s)
  * first stage's density; then each later stage fits the exceedances over
  * the last threshold (peaks over threshold) and moves it up by their
  * quantile at its density. A stage with fewer than 2 exceedances ends it.
+ * n and the moments are those of what the fits see (the whole tensor, or
+ * its sample): the fraction of it that is non-zero gives the target
+ * among the non-zeros.
  */
 int
 sparse_sidco(sparse_moments_fn fn, void *arg, size_t n, double density,
@@ -245,13 +309,41 @@ cpu_moments(void *arg, float t, unsigned int want,
 	return tally_sparse_moments(ct->g, ct->n, t, want, m);
 }
 
+/*
+ * SIDCo on the CPU: the stages over g itself, or over its sample
+ * gathered into a tensor of its own (the stages read it several times;
+ * it is a few MB where g may be hundreds).
+ */
+static int
+cpu_sidco(const float *g, size_t n, double density,
+	enum tally_sparse_est est, const struct sparse_knobs *k,
+	float *threshold)
+{
+	struct sparse_sample ss;
+	struct cpu_tensor ct = { .g = g, .n = n };
+	float *buf = NULL;
+	int ret;
+
+	sparse_sidco_sample(n, k->sidco_sample, k->seed, &ss);
+	if (ss.stride > 1) {
+		buf = malloc(ss.elems * sizeof(*buf));
+		if (buf == NULL)
+			return -ENOMEM;
+		sparse_sample_gather(g, &ss, buf);
+		ct = (struct cpu_tensor){ .g = buf, .n = ss.elems };
+	}
+	ret = sparse_sidco(cpu_moments, &ct, ct.n, density, est, k,
+		threshold);
+	free(buf);
+	return ret;
+}
+
 /* The CPU's estimators; see <tally/sparse.h>. */
 int
 tally_sparse_threshold(const float *g, size_t n, double density,
 	enum tally_sparse_est est, const struct tally_sparse_params *p,
 	float *threshold)
 {
-	struct cpu_tensor ct = { .g = g, .n = n };
 	struct sparse_knobs k;
 	uint32_t key;
 	float *sample;
@@ -282,8 +374,7 @@ tally_sparse_threshold(const float *g, size_t n, double density,
 		free(sample);
 		break;
 	default:
-		return sparse_sidco(cpu_moments, &ct, n, density, est, &k,
-			threshold);
+		return cpu_sidco(g, n, density, est, &k, threshold);
 	}
 	if (ret < 0)
 		return ret;

@@ -6,7 +6,8 @@
  * a segment of 1024 blocks at a time, the segments' sums one after the
  * other. The block loops vectorize; on x86-64 they are cloned for AVX-512
  * and AVX2 (the library is built with -ffp-contract=off, so that no clone
- * fuses a multiply and an add that the device keeps apart).
+ * fuses a multiply and an add that the device keeps apart). SIDCo's
+ * sample (estimate.c) is gathered into a tensor of its own first.
  */
 #include <errno.h>
 #include <math.h>
@@ -66,7 +67,7 @@ block_moments(const float *restrict x, size_t len, float t, unsigned int want)
 	return r;
 }
 
-/* Totals over blocks [b0, b1) of x (n elements), in the fixed order. */
+/* Totals over the blocks of x (n elements), in the fixed order. */
 static inline __attribute__((always_inline)) void
 moments_loop(const float *restrict x, size_t n, float t, unsigned int want,
 	struct tally_sparse_moments *m)

@@ -130,16 +130,22 @@ tree_sum(float v, float *sh)
 	return v;
 }
 
-/* Per tensor block b: the sums of y, y^2, ln y and the count. */
+/*
+ * Per block b of the sample ss (sparse_int.h; stride 1: the tensor
+ * itself): the sums of y, y^2, ln y and the count.
+ */
 template <unsigned int WANT>
 static __global__ void
-moments_kernel(const float *__restrict__ x, size_t n, float t, size_t nb,
-	float *ps, float *ps2, float *psl, uint32_t *pc)
+moments_kernel(const float *__restrict__ x, struct sparse_sample ss, float t,
+	size_t nb, float *ps, float *ps2, float *psl, uint32_t *pc)
 {
 	__shared__ float sh[THREADS];
+	size_t n = ss.n;
 
 	for (size_t b = blockIdx.x; b < nb; b += gridDim.x) {
-		size_t i = b * THREADS + threadIdx.x;
+		size_t v = b * THREADS + threadIdx.x;
+		size_t i = ss.stride == 1 ? v : tally_sparse_sample_elem(
+			ss.seed, v, ss.stride, ss.m, n);
 		float y = i < n ? tally_sparse_exceed(x[i], t) : 0.0f;
 		int c = __syncthreads_count(y > 0.0f);
 		float s, s2 = 0.0f, sl = 0.0f;
@@ -374,9 +380,10 @@ struct gpu_tensor {
 	char *ws;
 	const struct ws_layout *l;
 	cudaStream_t s;
+	struct sparse_sample ss;	/* what the moments see */
 };
 
-/* Moments of the tensor over t into *m; synchronizes. */
+/* Moments of gt->ss (the tensor or its sample) over t into *m; syncs. */
 static int
 gpu_moments(void *arg, float t, unsigned int want,
 	struct tally_sparse_moments *m)
@@ -388,7 +395,10 @@ gpu_moments(void *arg, float t, unsigned int want,
 	uint32_t *pc = (uint32_t *)(gt->ws + l->pc);
 	struct dev_moments *out = (struct dev_moments *)(gt->ws + l->out);
 	struct dev_moments h;
-	unsigned int grid = grid_for(l->nb, GRID_MAX);
+	size_t rpb = THREADS / TALLY_SPARSE_SIDCO_RUN;	/* runs a block */
+	size_t nb = gt->ss.stride == 1 ? l->nb : (gt->ss.m + rpb - 1) / rpb;
+	size_t nseg = (nb + TALLY_SPARSE_SEGMENT - 1) / TALLY_SPARSE_SEGMENT;
+	unsigned int grid = grid_for(nb, GRID_MAX);
 	int ret;
 
 	if (gt->n == 0) {
@@ -397,24 +407,24 @@ gpu_moments(void *arg, float t, unsigned int want,
 	}
 	switch (want) {
 	case 0:
-		moments_kernel<0><<<grid, THREADS, 0, gt->s>>>(gt->d_g, gt->n,
-			t, l->nb, ps, ps2, psl, pc);
+		moments_kernel<0><<<grid, THREADS, 0, gt->s>>>(gt->d_g, gt->ss,
+			t, nb, ps, ps2, psl, pc);
 		break;
 	case TALLY_SPARSE_M_SQ:
 		moments_kernel<TALLY_SPARSE_M_SQ><<<grid, THREADS, 0, gt->s>>>(
-			gt->d_g, gt->n, t, l->nb, ps, ps2, psl, pc);
+			gt->d_g, gt->ss, t, nb, ps, ps2, psl, pc);
 		break;
 	case TALLY_SPARSE_M_LOG:
 		moments_kernel<TALLY_SPARSE_M_LOG><<<grid, THREADS, 0,
-			gt->s>>>(gt->d_g, gt->n, t, l->nb, ps, ps2, psl, pc);
+			gt->s>>>(gt->d_g, gt->ss, t, nb, ps, ps2, psl, pc);
 		break;
 	default:
 		moments_kernel<TALLY_SPARSE_M_SQ | TALLY_SPARSE_M_LOG><<<grid,
-			THREADS, 0, gt->s>>>(gt->d_g, gt->n, t, l->nb, ps, ps2,
+			THREADS, 0, gt->s>>>(gt->d_g, gt->ss, t, nb, ps, ps2,
 			psl, pc);
 		break;
 	}
-	fold_kernel<<<1, THREADS, 0, gt->s>>>(ps, ps2, psl, pc, l->nb, l->nseg,
+	fold_kernel<<<1, THREADS, 0, gt->s>>>(ps, ps2, psl, pc, nb, nseg,
 		(double *)(gt->ws + l->ss), (double *)(gt->ws + l->ss2),
 		(double *)(gt->ws + l->ssl),
 		(unsigned long long *)(gt->ws + l->sc), out);
@@ -516,7 +526,8 @@ tally_sparse_moments_cuda(const float *d_g, size_t n, float t,
 	if (d_ws == NULL || ws_size < l.size)
 		return -EINVAL;
 	gt = (struct gpu_tensor){ d_g, n, (char *)d_ws, &l,
-		(cudaStream_t)stream };
+		(cudaStream_t)stream, { n, 1, TALLY_SPARSE_SIDCO_RUNS(n), n,
+		0 } };
 	return gpu_moments(&gt, t, want, m);
 }
 
@@ -545,7 +556,8 @@ tally_sparse_threshold_cuda(const float *d_g, size_t n, double density,
 		return 0;
 	}
 	gt = (struct gpu_tensor){ d_g, n, (char *)d_ws, &l,
-		(cudaStream_t)stream };
+		(cudaStream_t)stream, { n, 1, TALLY_SPARSE_SIDCO_RUNS(n), n,
+		0 } };
 	switch (est) {
 	case TALLY_SPARSE_TOPK:
 		ret = sparse_kth_key_hist(gpu_hist, &gt,
@@ -555,8 +567,9 @@ tally_sparse_threshold_cuda(const float *d_g, size_t n, double density,
 		ret = gpu_dgc(&gt, density, &k, stride, m, &key);
 		break;
 	default:
-		return sparse_sidco(gpu_moments, &gt, n, density, est, &k,
-			threshold);
+		sparse_sidco_sample(n, k.sidco_sample, k.seed, &gt.ss);
+		return sparse_sidco(gpu_moments, &gt, gt.ss.elems, density,
+			est, &k, threshold);
 	}
 	if (ret < 0)
 		return ret;

@@ -25,7 +25,8 @@ struct sparse_knobs {
 	unsigned int stages;
 	double first_density;
 	double stage_density;
-	double sample;
+	double sample;		/* DGC's, default filled in */
+	double sidco_sample;	/* SIDCo's: 0 (automatic) or [1e-6, 1] */
 	uint64_t seed;
 };
 
@@ -37,14 +38,48 @@ int sparse_knobs_of(const struct tally_sparse_params *p,
 int sparse_check_args(const void *g, size_t n, double density,
 	enum tally_sparse_est est, const float *threshold);
 
+/*
+ * What SIDCo's fits see: a stratified sample of runs of
+ * TALLY_SPARSE_SIDCO_RUN elements of a tensor of n elements, run r of it
+ * (0 <= r < m) being run tally_sparse_sample_pos(seed, r, stride,
+ * TALLY_SPARSE_SIDCO_RUNS(n)) of the tensor (sparse_math.h). The fits see
+ * the tensor made of these runs one after the other (the CPU gathers it,
+ * the GPU reads it in place), and its moments in the fixed order (block
+ * trees, segments, their total). stride 1 is every run in order: the
+ * tensor itself.
+ */
+struct sparse_sample {
+	size_t n;		/* elements of the tensor */
+	size_t stride;		/* runs a stratum */
+	size_t m;		/* runs sampled */
+	size_t elems;		/* elements in them */
+	uint64_t seed;
+};
+
+/*
+ * SIDCo's sample of n elements for sample (0: automatic) and seed, by
+ * the rule of <tally/sparse.h>.
+ */
+void sparse_sidco_sample(size_t n, double sample, uint64_t seed,
+	struct sparse_sample *ss);
+
+/*
+ * out[0..ss->elems) = the sample ss of x (a tensor of ss->n elements):
+ * its runs one after the other, element v being
+ * x[tally_sparse_sample_elem(ss->seed, v, ss->stride, ss->m, ss->n)].
+ * Borrows x and ss, writes the caller's out.
+ */
+void sparse_sample_gather(const float *x, const struct sparse_sample *ss,
+	float *out);
+
 /* Moments of the exceedances over t, from either side; 0 or -errno. */
 typedef int (*sparse_moments_fn)(void *arg, float t, unsigned int want,
 	struct tally_sparse_moments *m);
 
 /*
  * SIDCo's stages for est (one of the three SIDCo ones) over n elements
- * at density, with moments from fn(arg, ...). Writes the threshold.
- * Returns 0 or what fn returned.
+ * (those the fits see: the sample's) at density, with moments from
+ * fn(arg, ...). Writes the threshold. Returns 0 or what fn returned.
  */
 int sparse_sidco(sparse_moments_fn fn, void *arg, size_t n, double density,
 	enum tally_sparse_est est, const struct sparse_knobs *k,

@@ -172,6 +172,30 @@ tally_sparse_sample_pos(uint64_t seed, size_t j, size_t stride, size_t n)
 	return lo + (size_t)((r * len) >> 32);
 }
 
+/* Runs of SIDCo's sample in n elements (<tally/sparse.h>). */
+#define TALLY_SPARSE_SIDCO_RUNS(n)	\
+	(((n) + TALLY_SPARSE_SIDCO_RUN - 1) / TALLY_SPARSE_SIDCO_RUN)
+
+/*
+ * Where element v of SIDCo's sample lies in the tensor (n elements): in
+ * run r = v / TALLY_SPARSE_SIDCO_RUN of the sample, which is the run
+ * drawn from stratum r (stride runs) by tally_sparse_sample_pos(). n (no
+ * element) past the sample's m runs or past the tensor's end.
+ */
+static inline TALLY_HD size_t
+tally_sparse_sample_elem(uint64_t seed, size_t v, size_t stride, size_t m,
+	size_t n)
+{
+	size_t r = v / TALLY_SPARSE_SIDCO_RUN, p;
+
+	if (r >= m)
+		return n;
+	p = tally_sparse_sample_pos(seed, r, stride,
+		TALLY_SPARSE_SIDCO_RUNS(n)) * TALLY_SPARSE_SIDCO_RUN +
+		v % TALLY_SPARSE_SIDCO_RUN;
+	return p < n ? p : n;
+}
+
 #ifndef __CUDA_ARCH__
 /*
  * Sum of t[0..256) in the fixed tree (see the head of this file); t is

@@ -4,9 +4,10 @@
  * bit for bit: the moments (the same fixed order of float block trees and
  * double segments), block maxima, bitmaps, counts and index lists, and
  * every estimator's threshold (the same host math on the same moments,
- * histograms and samples), on data with NaN, infinities and zero blocks,
- * of sizes around a block, a bitmap word, a segment and a grid. Without
- * a CUDA device the whole program is skipped, visibly (TAP "1..0 # SKIP").
+ * histograms and samples, SIDCo's sample included), on data with NaN,
+ * infinities and zero blocks, of sizes around a block, a bitmap word, a
+ * segment and a grid. Without a CUDA device the whole program is skipped,
+ * visibly (TAP "1..0 # SKIP").
  */
 #include <errno.h>
 #include <float.h>
@@ -193,29 +194,41 @@ select_and_max(void **state)
 	free(gbl);
 }
 
-/* Every estimator picks the CPU's threshold, to the bit. */
+/*
+ * Every estimator picks the CPU's threshold, to the bit; SIDCo on its
+ * default sample (runs of 16 from 3M elements up; the CPU gathers them,
+ * the GPU reads them in place), on every element, and on a given one.
+ */
 static void
 thresholds(void **state)
 {
 	struct bufs *b = *state;
 	static const double ds[] = { 0.1, 0.01, 0.001 };
-	struct tally_sparse_params p = { .seed = 3 };
+	static const double samples[] = { 0.0, 1.0, 0.05 };
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t n = sizes[i];
 
 		fill(b, n, 110 + i);
-		for (int e = 0; e < TALLY_SPARSE_EST_MAX_; e++) {
-			for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]);
-			     j++) {
-				float c = 0, g = -1;
+		for (size_t k = 0; k < sizeof(samples) / sizeof(samples[0]);
+		     k++) {
+			struct tally_sparse_params p = { .seed = 3,
+				.sample = samples[k] };
 
-				assert_int_equal(tally_sparse_threshold(b->x,
-					n, ds[j], e, &p, &c), 0);
-				assert_int_equal(tally_sparse_threshold_cuda(
-					b->d_x, n, ds[j], e, &p, b->d_ws,
-					b->ws_size, &g, b->stream), 0);
-				assert_memory_equal(&g, &c, sizeof(c));
+			for (int e = 0; e < TALLY_SPARSE_EST_MAX_; e++) {
+				for (size_t j = 0; j < sizeof(ds) /
+				     sizeof(ds[0]); j++) {
+					float c = 0, g = -1;
+
+					assert_int_equal(tally_sparse_threshold(
+						b->x, n, ds[j], e, &p, &c), 0);
+					assert_int_equal(
+						tally_sparse_threshold_cuda(
+						b->d_x, n, ds[j], e, &p,
+						b->d_ws, b->ws_size, &g,
+						b->stream), 0);
+					assert_memory_equal(&g, &c, sizeof(c));
+				}
 			}
 		}
 	}

@@ -3,8 +3,10 @@
  * The threshold estimators of <tally/sparse.h> on synthetic gradients of
  * known laws (synth.h, fixed seeds): the density each achieves against
  * its target, within the tolerance stated per estimator and law in the
- * table below (docs/codecs/sparse.md gives the measured values); exact
- * top-k's k-th largest; determinism; knobs; edge cases.
+ * table below (docs/codecs/sparse.md gives the measured values), SIDCo
+ * on its default sample, on every element and on a small sample; exact
+ * top-k's k-th largest; determinism (SIDCo's and DGC's seeds pick their
+ * samples); knobs and their ranges; edge cases.
  */
 #include <errno.h>
 #include <float.h>
@@ -25,7 +27,11 @@
 #define N	(1u << 21)
 
 /*
- * Achieved / target density must lie within 1 +- tol. Only what the fits
+ * Achieved / target density must lie within 1 +- tol. Each SIDCo case
+ * whose sample is 0 runs twice: as the library samples by default (at
+ * N = 2M elements: a run of 16 from every 2, 1M elements) and on every
+ * element (sample = 1); the cases with a sample given run on that
+ * smaller sample (0.05: 105K elements, 6554 runs). Only what the fits
  * promise is asserted: SIDCo-E on exponential magnitudes (its model);
  * SIDCo-GP on exponential, generalized Pareto and heavy-tailed Student-t
  * (the tail it models, refined by stages); SIDCo-G on gamma and
@@ -42,7 +48,7 @@ static const struct accuracy_case {
 	double param;
 	enum tally_sparse_est est;
 	double density;
-	double sample;		/* DGC's, 0: the default */
+	double sample;		/* 0: the default */
 	double tol;
 } cases[] = {
 	{ SYNTH_EXP, 0, TALLY_SPARSE_SIDCO_EXP, 0.01, 0, 0.10 },
@@ -61,6 +67,12 @@ static const struct accuracy_case {
 	{ SYNTH_GAMMA, 0.5, TALLY_SPARSE_SIDCO_GAMMA, 0.1, 0, 0.10 },
 	{ SYNTH_EXP, 0, TALLY_SPARSE_SIDCO_GAMMA, 0.01, 0, 0.10 },
 	{ SYNTH_STUDENT3, 0, TALLY_SPARSE_SIDCO_GAMMA, 0.01, 0, 0.20 },
+	{ SYNTH_EXP, 0, TALLY_SPARSE_SIDCO_EXP, 0.01, 0.05, 0.10 },
+	{ SYNTH_EXP, 0, TALLY_SPARSE_SIDCO_EXP, 0.1, 0.05, 0.10 },
+	{ SYNTH_GPD, 0.3, TALLY_SPARSE_SIDCO_GPD, 0.01, 0.05, 0.20 },
+	{ SYNTH_STUDENT3, 0, TALLY_SPARSE_SIDCO_GPD, 0.01, 0.05, 0.20 },
+	{ SYNTH_STUDENT3, 0, TALLY_SPARSE_SIDCO_GPD, 0.1, 0.05, 0.20 },
+	{ SYNTH_GAMMA, 0.5, TALLY_SPARSE_SIDCO_GAMMA, 0.01, 0.05, 0.10 },
 	{ SYNTH_EXP, 0, TALLY_SPARSE_DGC, 0.01, 0.05, 0.20 },
 	{ SYNTH_NORMAL, 0, TALLY_SPARSE_DGC, 0.01, 0.05, 0.20 },
 	{ SYNTH_MIX, 0, TALLY_SPARSE_DGC, 0.01, 0.05, 0.20 },
@@ -94,27 +106,41 @@ count_around(const float *x, size_t n, float t, size_t *gt, size_t *ge)
 	}
 }
 
+/* One case at sample, printed and checked against its tolerance. */
+static void
+accuracy_at(const struct accuracy_case *k, const float *x, double sample)
+{
+	struct tally_sparse_params p = { .sample = sample, .seed = 5 };
+	struct tally_sparse_sel sel;
+	float t = 0;
+	double ratio;
+	char smp[16];
+
+	assert_int_equal(tally_sparse_threshold(x, N, k->density, k->est, &p,
+		&t), 0);
+	assert_int_equal(tally_sparse_select(x, N, t, NULL, NULL, &sel), 0);
+	ratio = sel.elem_density / k->density;
+	if (sample == 0.0)
+		snprintf(smp, sizeof(smp), "default");
+	else
+		snprintf(smp, sizeof(smp), "%g", sample);
+	printf("# %-12s %-14s d=%-6g sample %-7s achieved/target %.3f "
+		"(tol %.2f)\n", tally_sparse_est_name(k->est),
+		synth_name(k->dist), k->density, smp, ratio, k->tol);
+	assert_true(fabs(ratio - 1.0) <= k->tol);
+}
+
 static void
 accuracy(void **state)
 {
 	(void)state;
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		const struct accuracy_case *k = &cases[c];
-		struct tally_sparse_params p = { .sample = k->sample,
-			.seed = 5 };
-		struct tally_sparse_sel sel;
-		float *x = make(k->dist, k->param, 100 + c), t = 0;
-		double ratio;
+		float *x = make(k->dist, k->param, 100 + c);
 
-		assert_int_equal(tally_sparse_threshold(x, N, k->density,
-			k->est, &p, &t), 0);
-		assert_int_equal(tally_sparse_select(x, N, t, NULL, NULL, &sel),
-			0);
-		ratio = sel.elem_density / k->density;
-		printf("# %-12s %-14s d=%-6g achieved/target %.3f (tol %.2f)\n",
-			tally_sparse_est_name(k->est), synth_name(k->dist),
-			k->density, ratio, k->tol);
-		assert_true(fabs(ratio - 1.0) <= k->tol);
+		accuracy_at(k, x, k->sample);
+		if (k->est <= TALLY_SPARSE_SIDCO_GAMMA && k->sample == 0.0)
+			accuracy_at(k, x, 1.0);
 		free(x);
 	}
 }
@@ -167,6 +193,32 @@ determinism(void **state)
 		differ += a != b;
 	}
 	assert_true(differ > 0);
+	/*
+	 * SIDCo's sample too (at N, the default samples); on every element
+	 * the seed does not matter.
+	 */
+	for (int e = 0; e <= TALLY_SPARSE_SIDCO_GAMMA; e++) {
+		struct tally_sparse_params all = { .sample = 1.0, .seed = 1 };
+		float c;
+
+		p.seed = 1;
+		assert_int_equal(tally_sparse_threshold(x, N, 0.01, e, &p, &a),
+			0);
+		assert_int_equal(tally_sparse_threshold(x, N, 0.01, e, &all,
+			&c), 0);
+		differ = 0;
+		for (uint64_t s = 2; s < 6; s++) {
+			p.seed = s;
+			assert_int_equal(tally_sparse_threshold(x, N, 0.01, e,
+				&p, &b), 0);
+			differ += a != b;
+			all.seed = s;
+			assert_int_equal(tally_sparse_threshold(x, N, 0.01, e,
+				&all, &b), 0);
+			assert_memory_equal(&b, &c, sizeof(b));
+		}
+		assert_true(differ > 0);
+	}
 	free(x);
 }
 
@@ -207,6 +259,32 @@ knobs(void **state)
 	p = (struct tally_sparse_params){ .sample = 1.0 };
 	assert_int_equal(tally_sparse_threshold(x, N, 0.01, TALLY_SPARSE_DGC,
 		&p, &t), 0);
+	/* SIDCo's sample: [1e-6, 1], 0 the default; tiny ones are floored. */
+	for (int e = 0; e <= TALLY_SPARSE_SIDCO_GAMMA; e++) {
+		static const double bad[] = { 1e-7, -0.5, 1.0000001, 2.0, NAN,
+			INFINITY };
+		static const double good[] = { 1e-6, 0.001, 0.5, 1.0 };
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			t = -1.0f;
+			p = (struct tally_sparse_params){ .sample = bad[i] };
+			assert_int_equal(tally_sparse_threshold(x, N, 0.01, e,
+				&p, &t), -EINVAL);
+			assert_true(t == -1.0f);
+		}
+		for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+			p = (struct tally_sparse_params){ .sample = good[i] };
+			assert_int_equal(tally_sparse_threshold(x, N, 0.01, e,
+				&p, &t), 0);
+			assert_true(isfinite(t) && t > 0.0f);
+		}
+	}
+	/* The floor (16384 elements): still near the target on GP data. */
+	p = (struct tally_sparse_params){ .sample = 1e-6 };
+	assert_int_equal(tally_sparse_threshold(x, N, 0.1,
+		TALLY_SPARSE_SIDCO_GPD, &p, &t), 0);
+	assert_int_equal(tally_sparse_select(x, N, t, NULL, NULL, &sel), 0);
+	assert_true(fabs(sel.elem_density / 0.1 - 1.0) < 0.2);
 	free(x);
 }
 

@@ -2,8 +2,9 @@
 /*
  * The element math of block-sparse selection (gpu/codec/sparse/
  * sparse_math.h, which the CUDA kernels run too) against libm and plain
- * definitions, and the host math of SIDCo-G: the regularized incomplete
- * gamma and its inverse against closed forms.
+ * definitions, the host math of SIDCo-G (the regularized incomplete
+ * gamma and its inverse against closed forms), and SIDCo's sample: its
+ * plan, and the CPU's gather against the element map the GPU reads by.
  */
 #include <errno.h>
 #include <float.h>
@@ -228,6 +229,118 @@ topk_helpers(void **state)
 	assert_int_equal(m, 1000);
 }
 
+/*
+ * SIDCo's sample plan: every element of fewer runs than twice
+ * TALLY_SPARSE_SIDCO_SAMPLE makes by default, between it and twice it
+ * above; a given fraction as the
+ * stride of runs, never below TALLY_SPARSE_SIDCO_MIN_SAMPLE elements
+ * (or all); the elements counted with a short last run.
+ */
+static void
+sidco_sample_plan(void **state)
+{
+	static const size_t ns[] = { 0, 1, 17, 300001, 2097136, 2097137,
+		2097152, 3000017, 25000000, 100000007 };
+	struct sparse_sample ss;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		size_t n = ns[i], nr = TALLY_SPARSE_SIDCO_RUNS(n);
+
+		sparse_sidco_sample(n, 0.0, 9, &ss);
+		if (nr < 2 * (size_t)(TALLY_SPARSE_SIDCO_SAMPLE /
+		    TALLY_SPARSE_SIDCO_RUN)) {
+			assert_int_equal(ss.stride, 1);
+			assert_int_equal(ss.m, nr);
+			assert_int_equal(ss.elems, n);
+		} else {
+			assert_true(ss.elems >= TALLY_SPARSE_SIDCO_SAMPLE -
+				TALLY_SPARSE_SIDCO_RUN);
+			assert_true(ss.elems <= 2 * (size_t)
+				TALLY_SPARSE_SIDCO_SAMPLE);
+		}
+		assert_int_equal(ss.m, (nr + ss.stride - 1) / ss.stride);
+		sparse_sidco_sample(n, 1.0, 9, &ss);
+		assert_int_equal(ss.stride, 1);
+		assert_int_equal(ss.elems, n);
+		sparse_sidco_sample(n, 1e-6, 9, &ss);
+		assert_true(ss.elems >= (n < TALLY_SPARSE_SIDCO_MIN_SAMPLE ?
+			n : TALLY_SPARSE_SIDCO_MIN_SAMPLE -
+			TALLY_SPARSE_SIDCO_RUN));
+	}
+	sparse_sidco_sample(25000000, 0.0, 9, &ss);
+	assert_int_equal(ss.stride, 23);
+	assert_int_equal(ss.m, 67935);
+	sparse_sidco_sample(25000000, 0.25, 9, &ss);
+	assert_int_equal(ss.stride, 4);
+	assert_int_equal(ss.m, 390625);
+	assert_int_equal(ss.elems, 6250000);
+}
+
+/*
+ * The CPU gathers SIDCo's sample run by run; the GPU reads element v of
+ * it at tally_sparse_sample_elem(): the same elements in the same order,
+ * n (nothing) past the sample, every run in its stratum, and the sample
+ * drawn anew by another seed.
+ */
+static void
+sidco_sample_gather(void **state)
+{
+	static const size_t ns[] = { 5000, 4194311, 4194304 + 16 * 1000 + 3 };
+	static const double samples[] = { 0.0, 0.1, 1.0, 0.3 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		size_t n = ns[i], nr = TALLY_SPARSE_SIDCO_RUNS(n);
+		float *x = malloc(n * sizeof(*x)), *out;
+
+		assert_non_null(x);
+		for (size_t j = 0; j < n; j++)
+			x[j] = (float)j;	/* exact below 2^24 */
+		for (size_t k = 0; k < sizeof(samples) / sizeof(samples[0]);
+		     k++) {
+			struct sparse_sample ss, so;
+			size_t end;
+
+			sparse_sidco_sample(n, samples[k], 4 + k, &ss);
+			out = malloc((ss.elems + 1) * sizeof(*out));
+			assert_non_null(out);
+			sparse_sample_gather(x, &ss, out);
+			end = TALLY_SPARSE_NBLOCKS(ss.elems) *
+				TALLY_SPARSE_BLOCK;
+			for (size_t v = 0; v < end; v++) {
+				size_t p = tally_sparse_sample_elem(ss.seed, v,
+					ss.stride, ss.m, n);
+
+				if (v < ss.elems)
+					assert_true(p < n && out[v] == x[p]);
+				else
+					assert_int_equal(p, n);
+			}
+			for (size_t r = 0; r < ss.m; r++) {
+				size_t q = tally_sparse_sample_pos(ss.seed, r,
+					ss.stride, nr);
+
+				assert_true(q >= r * ss.stride &&
+					q < (r + 1) * ss.stride && q < nr);
+			}
+			if (ss.stride > 1) {
+				int differ = 0;
+
+				sparse_sidco_sample(n, samples[k], 99, &so);
+				for (size_t r = 0; r < ss.m && !differ; r++)
+					differ = tally_sparse_sample_pos(ss.seed,
+						r, ss.stride, nr) !=
+						tally_sparse_sample_pos(so.seed,
+						r, so.stride, nr);
+				assert_true(differ);
+			}
+			free(out);
+		}
+		free(x);
+	}
+}
+
 int
 main(void)
 {
@@ -240,6 +353,8 @@ main(void)
 		cmocka_unit_test(gamma_q),
 		cmocka_unit_test(gamma_q_inverse),
 		cmocka_unit_test(topk_helpers),
+		cmocka_unit_test(sidco_sample_plan),
+		cmocka_unit_test(sidco_sample_gather),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
