@@ -6,14 +6,16 @@
  *    block selection, the feedback family (<tally/feedback.h>); the
  *    quantizers' rows are there too.
  * 2. The threshold estimators of <tally/sparse.h> (SIDCo-E, SIDCo-GP,
- *    SIDCo-G, DGC) against exact top-k (tally's radix select, and a
- *    quickselect on a copy of the magnitudes, the nth_element baseline):
- *    time a call and achieved / target density, on heavy-tailed synthetic
- *    gradients (Student's t, 3 degrees of freedom) and on real gradients
- *    read from a file (tools/bench/capture_grads.py writes one).
+ *    SIDCo-G, each as the library picks its sample, on every element
+ *    and on a sample of a given fraction; DGC) against exact top-k
+ *    (tally's radix select, and a quickselect on a copy of the
+ *    magnitudes, the nth_element baseline): time a call and achieved /
+ *    target density, on heavy-tailed synthetic gradients (Student's t,
+ *    3 degrees of freedom) and on real gradients read from a file
+ *    (tools/bench/capture_grads.py writes one).
  * 3. The verdict on the issue's target: SIDCo within +-20 % of the target
  *    density at 1 %, and at least 5x faster than exact top-k on 25M
- *    elements.
+ *    elements, against each exact baseline.
  * tools/bench-codecs builds, captures the real gradients and runs this;
  * docs/tools/bench-codecs.md has measured numbers.
  */
@@ -35,10 +37,38 @@
 #include "synth.h"
 
 #define MAX_DENS	8
-#define NEST		TALLY_SPARSE_EST_MAX_
-/* Rows of the estimator tables: the estimators and the quickselect. */
-#define ROW_QSEL	NEST
-#define NROWS		(NEST + 1)
+/* The quickselect baseline, in place of an estimator. */
+#define EST_QSEL	TALLY_SPARSE_EST_MAX_
+/* How a row's SIDCo samples: the library's default, all, --sample. */
+enum row_sample {
+	SMP_DEFAULT,
+	SMP_ALL,
+	SMP_OPT,
+};
+
+/* Rows of the estimator tables. */
+static const struct est_kind {
+	int est;		/* enum tally_sparse_est, or EST_QSEL */
+	enum row_sample smp;
+} kinds[] = {
+	{ TALLY_SPARSE_SIDCO_EXP, SMP_DEFAULT },
+	{ TALLY_SPARSE_SIDCO_EXP, SMP_ALL },
+	{ TALLY_SPARSE_SIDCO_EXP, SMP_OPT },
+	{ TALLY_SPARSE_SIDCO_GPD, SMP_DEFAULT },
+	{ TALLY_SPARSE_SIDCO_GPD, SMP_ALL },
+	{ TALLY_SPARSE_SIDCO_GPD, SMP_OPT },
+	{ TALLY_SPARSE_SIDCO_GAMMA, SMP_DEFAULT },
+	{ TALLY_SPARSE_SIDCO_GAMMA, SMP_ALL },
+	{ TALLY_SPARSE_SIDCO_GAMMA, SMP_OPT },
+	{ TALLY_SPARSE_DGC, SMP_DEFAULT },
+	{ TALLY_SPARSE_TOPK, SMP_DEFAULT },
+	{ EST_QSEL, SMP_DEFAULT },
+};
+#define NROWS		(sizeof(kinds) / sizeof(kinds[0]))
+/* The rows of the exact baselines. */
+#define ROW_TOPK	(NROWS - 2)
+#define ROW_QSEL	(NROWS - 1)
+#define DEF_SAMPLE	0.0625
 /* The target of the issue. */
 #define TARGET_DENSITY	0.01
 #define TARGET_TOL	0.20
@@ -53,6 +83,7 @@ struct codecs_opts {
 	const char *real;
 	size_t real_dim;
 	uint64_t seed;
+	double sample;		/* of the SMP_OPT rows */
 };
 
 /* One estimator row's figures over a data set (means over tensors). */
@@ -71,6 +102,7 @@ static const struct option long_opts[] = {
 	{ "real", required_argument, NULL, 'R' },
 	{ "real-dim", required_argument, NULL, 'D' },
 	{ "seed", required_argument, NULL, 's' },
+	{ "sample", required_argument, NULL, 'S' },
 	{ "quick", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -91,9 +123,13 @@ usage(FILE *f)
 		"  --real FILE      real gradients: raw little-endian f32, tensors\n"
 		"                   of --real-dim elements one after the other\n"
 		"  --real-dim N     elements of one real gradient tensor\n"
-		"  --seed N         synthetic data and DGC's sample (default 1)\n"
+		"  --seed N         synthetic data and the samples (default 1)\n"
+		"  --sample F       SIDCo's sample in the 'sidco-* s=F' rows, a\n"
+		"                   fraction in [1e-6, 1] (default %g); the\n"
+		"                   'sidco-*' rows sample as the library does by\n"
+		"                   default, the 'sidco-* s=1' rows see all\n"
 		"  --quick          a tiny run, for smoke tests\n"
-		"  -h, --help       this text\n", TARGET_ELEMS);
+		"  -h, --help       this text\n", TARGET_ELEMS, DEF_SAMPLE);
 }
 
 static int
@@ -127,7 +163,7 @@ parse_opts(int argc, char **argv, struct codecs_opts *o)
 
 	*o = (struct codecs_opts){ .elems = TARGET_ELEMS,
 		.dens = { 0.01, 0.001, 0.1 }, .ndens = 3, .reps = 5,
-		.seed = 1 };
+		.seed = 1, .sample = DEF_SAMPLE };
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
@@ -159,6 +195,18 @@ parse_opts(int argc, char **argv, struct codecs_opts *o)
 				return -1;
 			o->seed = v;
 			break;
+		case 'S': {
+			char *end;
+
+			o->sample = strtod(optarg, &end);
+			if (*end != '\0' || !(o->sample >= 1e-6 &&
+			    o->sample <= 1.0)) {
+				fprintf(stderr, "--sample: '%s' is not in "
+					"[1e-6, 1]\n", optarg);
+				return -1;
+			}
+			break;
+		}
 		case 'q':
 			o->elems = 1u << 20;
 			o->reps = 1;
@@ -493,6 +541,19 @@ qselect_threshold(const float *x, size_t n, double density, uint32_t *scratch)
 	return t;
 }
 
+/* The parameters of row r. */
+static struct tally_sparse_params
+row_params(size_t r, const struct codecs_opts *o)
+{
+	struct tally_sparse_params p = { .seed = o->seed };
+
+	if (kinds[r].smp == SMP_ALL)
+		p.sample = 1.0;
+	else if (kinds[r].smp == SMP_OPT)
+		p.sample = o->sample;
+	return p;
+}
+
 /*
  * Every estimator row on tensor x (n elements) at density d: adds the
  * median time and the achieved density into rows. Returns -1 when exact
@@ -502,13 +563,13 @@ static int
 est_rows(const float *x, size_t n, double d, const struct codecs_opts *o,
 	uint32_t *scratch, struct est_row *rows)
 {
-	struct tally_sparse_params p = { .seed = o->seed };
 	double *t = calloc(o->reps, sizeof(*t));
 	int bad = 0;
 
 	if (t == NULL)
 		return -1;
-	for (int r = 0; r < NROWS; r++) {
+	for (size_t r = 0; r < NROWS; r++) {
+		struct tally_sparse_params p = row_params(r, o);
 		struct tally_sparse_sel sel;
 		float thr = 0;
 		double ratio;
@@ -516,10 +577,11 @@ est_rows(const float *x, size_t n, double d, const struct codecs_opts *o,
 		for (unsigned int i = 0; i < o->reps; i++) {
 			uint64_t t0 = bench_now_ns();
 
-			if (r == ROW_QSEL)
+			if (kinds[r].est == EST_QSEL)
 				thr = qselect_threshold(x, n, d, scratch);
 			else if (tally_sparse_threshold(x, n, d,
-					(enum tally_sparse_est)r, &p, &thr) < 0)
+					(enum tally_sparse_est)kinds[r].est, &p,
+					&thr) < 0)
 				bad = 1;
 			t[i] = (bench_now_ns() - t0) / 1e6;
 		}
@@ -533,7 +595,7 @@ est_rows(const float *x, size_t n, double d, const struct codecs_opts *o,
 			ratio : rows[r].rmax;
 		rows[r].blocks += sel.block_density;
 		rows[r].tensors++;
-		if (r == TALLY_SPARSE_TOPK || r == ROW_QSEL) {
+		if (r == ROW_TOPK || r == ROW_QSEL) {
 			size_t k = (size_t)floor(d * n + 0.5);
 
 			/* Exactly k unless ties at the k-th value. */
@@ -545,59 +607,86 @@ est_rows(const float *x, size_t n, double d, const struct codecs_opts *o,
 	return bad ? -1 : 0;
 }
 
+/* The name of row r, in buf. */
 static const char *
-row_name(int r)
+row_name(size_t r, const struct codecs_opts *o, char *buf, size_t len)
 {
-	return r == ROW_QSEL ? "topk-qselect" : tally_sparse_est_name(
-		(enum tally_sparse_est)r);
+	if (kinds[r].est == EST_QSEL)
+		return "topk-qselect";
+	if (kinds[r].smp == SMP_ALL)
+		snprintf(buf, len, "%s s=1", tally_sparse_est_name(
+			(enum tally_sparse_est)kinds[r].est));
+	else if (kinds[r].smp == SMP_OPT)
+		snprintf(buf, len, "%s s=%g", tally_sparse_est_name(
+			(enum tally_sparse_est)kinds[r].est), o->sample);
+	else
+		snprintf(buf, len, "%s", tally_sparse_est_name(
+			(enum tally_sparse_est)kinds[r].est));
+	return buf;
 }
 
 /* Prints the rows of one density (averaged over their tensors). */
 static void
-print_rows(double d, struct est_row *rows)
+print_rows(double d, struct est_row *rows, const struct codecs_opts *o)
 {
-	double radix = rows[TALLY_SPARSE_TOPK].ms / rows[0].tensors;
+	double radix = rows[ROW_TOPK].ms / rows[0].tensors;
 	double qsel = rows[ROW_QSEL].ms / rows[0].tensors;
+	char name[48];
 
-	for (int r = 0; r < NROWS; r++) {
+	for (size_t r = 0; r < NROWS; r++) {
 		struct est_row *w = &rows[r];
 		double ms = w->ms / w->tensors;
 
-		printf("%-8g %-13s %9.3f %10.3f [%5.3f %5.3f] %7.3f %7.2fx "
-			"%7.2fx\n", d, row_name(r), ms, w->ratio / w->tensors,
-			w->rmin, w->rmax, w->blocks / w->tensors, radix / ms,
-			qsel / ms);
+		printf("%-8g %-21s %9.3f %10.3f [%5.3f %5.3f] %7.3f %7.2fx "
+			"%7.2fx\n", d, row_name(r, o, name, sizeof(name)), ms,
+			w->ratio / w->tensors, w->rmin, w->rmax,
+			w->blocks / w->tensors, radix / ms, qsel / ms);
 	}
 }
 
 static void
 print_head(void)
 {
-	printf("%-8s %-13s %9s %10s %13s %7s %8s %8s\n", "density",
+	printf("%-8s %-21s %9s %10s %13s %7s %8s %8s\n", "density",
 		"estimator", "ms/call", "ach/target", "[min   max]", "blocks",
 		"vs topk", "vs qsel");
 }
 
-/* The verdict of one SIDCo row against the target. */
-static void
-verdict(const char *set, int r, const struct est_row *rows, size_t n)
+/* Mean, and every tensor, within TARGET_TOL of the target density. */
+static int
+dens_ok(const struct est_row *w)
 {
-	const struct est_row *w = &rows[r];
-	double ratio = w->ratio / w->tensors;
-	double radix = rows[TALLY_SPARSE_TOPK].ms / w->ms;
-	double qsel = rows[ROW_QSEL].ms / w->ms;
-	int dens_ok = fabs(ratio - 1.0) <= TARGET_TOL &&
+	return fabs(w->ratio - 1.0) <= TARGET_TOL &&
 		fabs(w->rmin - 1.0) <= TARGET_TOL &&
 		fabs(w->rmax - 1.0) <= TARGET_TOL;
+}
 
-	printf("%-10s %-12s density %.3f of target: %s", set, row_name(r),
-		ratio, dens_ok ? "PASS" : "FAIL");
-	if (n >= TARGET_ELEMS)
-		printf("; %.2fx exact top-k (radix): %s; %.2fx exact top-k "
-			"(quickselect): %s", radix,
-			radix >= TARGET_SPEEDUP ? "PASS" : "FAIL", qsel,
-			qsel >= TARGET_SPEEDUP ? "PASS" : "FAIL");
+/*
+ * The verdict of one SIDCo row against the target: its density on the
+ * synthetic and (when there are some) the real gradients, and its speed
+ * against each exact top-k at TARGET_ELEMS elements.
+ */
+static void
+verdict(size_t r, const struct est_row *syn, const struct est_row *real,
+	size_t n, const struct codecs_opts *o)
+{
+	const struct est_row *w = &syn[r];
+	double radix = syn[ROW_TOPK].ms / w->ms;
+	double qsel = syn[ROW_QSEL].ms / w->ms;
+	char name[48];
+
+	printf("%-21s density synthetic %.3f: %s", row_name(r, o, name,
+		sizeof(name)), w->ratio, dens_ok(w) ? "PASS" : "FAIL");
+	if (real != NULL)
+		printf(", real %.3f [%.3f %.3f]: %s", real[r].ratio,
+			real[r].rmin, real[r].rmax,
+			dens_ok(&real[r]) ? "PASS" : "FAIL");
 	printf("\n");
+	if (n >= TARGET_ELEMS)
+		printf("%-21s speed vs exact top-k by radix select %.2fx: %s; "
+			"vs exact top-k by quickselect %.2fx: %s\n", "",
+			radix, radix >= TARGET_SPEEDUP ? "PASS" : "FAIL", qsel,
+			qsel >= TARGET_SPEEDUP ? "PASS" : "FAIL");
 }
 
 /* The real gradients: the whole file into memory. */
@@ -648,9 +737,9 @@ est_table(const float *x, size_t dim, size_t tensors,
 			if (est_rows(x + t * dim, dim, o->dens[di], o, scratch,
 					rows) < 0)
 				ret = -1;
-		print_rows(o->dens[di], rows);
+		print_rows(o->dens[di], rows, o);
 		if (o->dens[di] == TARGET_DENSITY) {
-			for (int r = 0; r < NROWS; r++) {
+			for (size_t r = 0; r < NROWS; r++) {
 				rows[r].ms /= rows[r].tensors;
 				rows[r].ratio /= rows[r].tensors;
 				rows[r].blocks /= rows[r].tensors;
@@ -707,7 +796,9 @@ bench_codecs(int argc, char **argv)
 		"elements\n", o.elems);
 	printf("(ach/target: kept / (density * n); blocks: block density; "
 		"vs topk / vs qsel: speed over exact top-k by radix select / by "
-		"quickselect)\n");
+		"quickselect; sidco-*: SIDCo on the library's default sample, "
+		"s=1: on every element, s=%g: on that fraction of its runs of "
+		"16)\n", o.sample);
 	memset(syn, 0, sizeof(syn));
 	if (est_table(x, o.elems, 1, &o, scratch, &syn) < 0)
 		fail = 1;
@@ -723,15 +814,15 @@ bench_codecs(int argc, char **argv)
 	}
 	if (have_target) {
 		printf("\n== target: SIDCo within +-%.0f %% of the target "
-			"density at %g, and >= %.0fx faster than exact top-k on "
-			"%u elements\n", TARGET_TOL * 100, TARGET_DENSITY,
-			TARGET_SPEEDUP, TARGET_ELEMS);
-		for (int r = TALLY_SPARSE_SIDCO_EXP;
-		     r <= TALLY_SPARSE_SIDCO_GAMMA; r++)
-			verdict("synthetic", r, syn, o.elems);
-		for (int r = TALLY_SPARSE_SIDCO_EXP; rx != NULL &&
-		     r <= TALLY_SPARSE_SIDCO_GAMMA; r++)
-			verdict("real", r, real, 0);
+			"density at %g (the mean and every real tensor), and "
+			">= %.0fx faster than exact top-k on %u elements; speed "
+			"judged against each exact baseline, tally's radix "
+			"select and a quickselect\n", TARGET_TOL * 100,
+			TARGET_DENSITY, TARGET_SPEEDUP, TARGET_ELEMS);
+		for (size_t r = 0; r < NROWS; r++)
+			if (kinds[r].est <= TALLY_SPARSE_SIDCO_GAMMA)
+				verdict(r, syn, rx != NULL ? real : NULL,
+					o.elems, &o);
 		if (o.elems < TARGET_ELEMS)
 			printf("(speed not judged: %zu elements, not %u)\n",
 				o.elems, TARGET_ELEMS);
