@@ -183,6 +183,7 @@ tally_ctx_close(struct tally_ctx *ctx)
 	if (ctx == NULL)
 		return;
 	tally_transport_destroy(ctx->tp);
+	tally_state_free(ctx->state);
 	free(ctx->fixp);
 	free(ctx->stage);
 	free(ctx->rxbuf);

@@ -18,6 +18,8 @@
 
 #include "transport/transport.h"
 
+struct tally_round;
+
 #define TALLY_CTX_ERR_LEN	256
 #define TALLY_RTO_MAX_US	200000u	/* retransmission timeout cap */
 
@@ -61,6 +63,8 @@ struct tally_ctx {
 	size_t stage_cap;		/* its bytes */
 	uint64_t codec_calls;		/* tally_allreduce() calls: the step
 					 * of the codecs' random draws */
+	struct tally_state *state;	/* tally_allreduce()'s own codec
+					 * memory, for its one tensor */
 	int broken;			/* an allreduce failed: slots unknown */
 	struct tally_ctx_stats st;
 	char err[TALLY_CTX_ERR_LEN];
@@ -82,15 +86,75 @@ int tally_ctx_open_fail(int rc, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /*
+ * A tensor's codec memory (struct tally_state of <tally/tally.h>; made
+ * by state.c). Which buffers exist depends on the codec:
+ * - resid: the error-feedback residual (ef=1; 2bit: MXNet's residual;
+ *   powersgd with ef), or DGC's accumulation v (sparse with momentum);
+ * - mom: DGC's momentum u (sparse with momentum);
+ * - p, q: PowerSGD's factors, rows x rank and cols x rank; q keeps the
+ *   last step's summed Q, the next step's warm start (q_ready).
+ */
+struct tally_state {
+	struct tally_codec codec;	/* the codec it serves */
+	size_t n;
+	float *resid;
+	float *mom;
+	float *p;
+	float *q;
+	uint32_t rows;
+	uint32_t cols;
+	int q_ready;
+};
+
+/*
  * The block-sparse allreduce of buf's n elements (sparse.c), after the
  * MAX round gave global_absmax; bmax holds the blocks' largest
- * magnitudes (tally_sparse_block_max(), borrowed): streams of blocks through the slots, the
- * sums written over buf (zeros where no rank had a block). ctx->fixp
- * must hold n elements. Returns 0 or a negative errno, with ctx->err set;
- * after an error the slots are out of step.
+ * magnitudes (tally_sparse_block_max(), borrowed): streams of blocks
+ * through the slots, the sums written over buf (zeros where no rank had
+ * a block). ctx->fixp must hold n elements. With resid (not NULL, n
+ * elements, holding what buf holds), the blocks this rank sends take
+ * their fixed-point rounding error as residual (resid - sent); with mom
+ * as well, mom is zeroed on them (DGC's momentum factor masking).
+ * Returns 0 or a negative errno, with ctx->err set; after an error the
+ * slots are out of step (but -ERANGE: nothing was sent).
  */
 int tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
-	float global_absmax, const float *bmax);
+	float global_absmax, const float *bmax, float *resid, float *mom);
+
+/*
+ * Helpers of the entry points (allreduce.c), for the codecs (codecs.c,
+ * powersgd.c). Each returns 0 or a negative errno with ctx->err set.
+ */
+
+/*
+ * The checks every entry point starts with. Returns 1 to go on, 0 when
+ * there is nothing to do (n == 0), or a negative errno.
+ */
+int tally_lib_check_call(struct tally_ctx *ctx, const void *buf, size_t n);
+
+/* Runs r (tally_window_run()); an error marks the context broken. */
+int tally_lib_run(struct tally_ctx *ctx, const struct tally_round *r);
+
+/* Makes ctx->fixp hold n elements, ctx->stage len bytes; kept. */
+int tally_lib_grow_fixp(struct tally_ctx *ctx, size_t n);
+int tally_lib_grow_stage(struct tally_ctx *ctx, size_t len);
+
+/* The max over all ranks of mine: one MAX round of one element. */
+int tally_lib_max_round(struct tally_ctx *ctx, float mine, float *out);
+
+/*
+ * tally_allreduce_f32() of buf's n elements without the call checks, and
+ * the exponent it used in *e (every rank's): a MAX round, then exact
+ * fixed-point sums. -ERANGE when the max is infinite (nothing sent).
+ */
+int tally_lib_fixp_sum(struct tally_ctx *ctx, float *buf, size_t n, int *e);
+
+/*
+ * PowerSGD (powersgd.c): buf's n elements through the factors, with st's
+ * memory (made for powersgd). Called after the checks.
+ */
+int tally_lib_allreduce_powersgd(struct tally_ctx *ctx, struct tally_state *st,
+	float *buf, size_t n);
 
 /*
  * One pass of chunks through the slots: what tally_window_run() does.

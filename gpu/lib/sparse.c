@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <tally/feedback.h>
 #include <tally/fixp.h>
 #include <tally/sparse.h>
 
@@ -286,9 +287,31 @@ run_streams(struct srun *run)
 	return run->err;
 }
 
+/*
+ * What sending the selected blocks leaves of them: resid - sent, sent
+ * being each block's fixed-point value at q (encoded from resid's
+ * values, which buf holds too); mom zeroed there when not NULL.
+ */
+static void
+take_sent(float *resid, float *mom, const int32_t *q, const uint32_t *blocks,
+	size_t nsel, size_t n, int e)
+{
+	float own[B];
+
+	for (size_t i = 0; i < nsel; i++) {
+		size_t off = (size_t)blocks[i] * B;
+		size_t cnt = n - off < B ? n - off : B;
+
+		tally_fixp_decode(q + off, own, cnt, e);
+		(void)tally_ef_update(resid + off, resid + off, own, cnt);
+		if (mom != NULL)
+			memset(mom + off, 0, cnt * sizeof(*mom));
+	}
+}
+
 int
 tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
-	float global_absmax, const float *bmax)
+	float global_absmax, const float *bmax, float *resid, float *mom)
 {
 	struct tally_sparse_params p = { .seed = ctx->codec.seed };
 	size_t nblocks = TALLY_SPARSE_NBLOCKS(n);
@@ -349,6 +372,8 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 			n - off : B, run.e);
 	}
 	run.q = ctx->fixp;
+	if (resid != NULL)
+		take_sent(resid, mom, ctx->fixp, blocks, nsel, n, run.e);
 	memset(buf, 0, n * sizeof(*buf));
 	rc = run_streams(&run);
 out:

@@ -158,8 +158,50 @@ int tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n);
  * "fixp" it is tally_allreduce_f32(). Every rank gets the same bits.
  * Errors as tally_allreduce_f32(), and -EOPNOTSUPP for a codec this
  * build of libtally does not apply yet (the context stays usable).
+ *
+ * A codec with memory (tally_codec_has_memory(): 2bit, ef=1,
+ * momentum > 0, powersgd) keeps it in the context for the one tensor
+ * this is called with: a call with another n starts afresh. To reduce
+ * several tensors through such a codec, give each its own struct
+ * tally_state and call tally_allreduce_state().
  */
 int tally_allreduce(struct tally_ctx *ctx, float *buf, size_t n);
+
+/*
+ * A tensor's codec memory: what the job's codec carries from one
+ * allreduce of the tensor to the next. The error-feedback residual
+ * (ef=1: what the codec did not send; 2bit: MXNet's residual), DGC's
+ * momentum and accumulation (sparse with momentum), PowerSGD's Q (warm
+ * start) and residual. docs/codecs/README.md says what each codec keeps.
+ */
+struct tally_state;
+
+/*
+ * Makes the memory of a tensor of n elements for ctx's codec, zeroed (a
+ * fresh start). Borrows ctx (nothing of it is kept: a state may outlive
+ * its context and serve a context opened again for the same job).
+ * Returns 0 and writes *out, or -EINVAL (ctx or out NULL, n 0 or above
+ * 2^32 - 1; a powersgd rows key above n) or -ENOMEM, with
+ * tally_ctx_error(ctx) saying why. For a codec without memory the state
+ * holds nothing and tally_allreduce_state() is tally_allreduce().
+ */
+int tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out);
+
+/* Frees a state. NULL is fine. */
+void tally_state_free(struct tally_state *st);
+
+/*
+ * tally_allreduce() of buf[0..n) with the tensor's memory st, which it
+ * reads and updates. n must be the state's, and ctx's codec the one st
+ * was made for (else -EINVAL). Errors as tally_allreduce(). After
+ * -ERANGE (the scale round met an infinity, before anything was sent)
+ * st holds its residual plus this call's gradient: nothing is lost, and
+ * the context stays usable. After any other error st is valid but its
+ * contents are unspecified (the context must be closed anyway). buf is
+ * unspecified after any error.
+ */
+int tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
+	float *buf, size_t n);
 
 /*
  * Element-wise maximum of buf[0..n) over all ranks, in place, in IEEE

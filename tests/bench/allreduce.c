@@ -657,15 +657,18 @@ check_codec(const struct ar_opts *o, struct ar_run *a)
 			snprintf(a->check, sizeof(a->check), "FAIL (no "
 				"reference for codec %s: %s)",
 				tally_codec_name(cr.codec.kind), strerror(-rc));
+			bench_codec_ref_reset(&cr);
 			return -1;
 		}
 		if (fnv1a64(a->input, a->n * 4) != a->digest[it] &&
 				it + 1 < o->iters) {
 			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
 				"%lu differs from the reference)", it + 1);
+			bench_codec_ref_reset(&cr);
 			return 1;
 		}
 	}
+	bench_codec_ref_reset(&cr);
 	a->ref_digest = a->digest[o->iters - 1];
 	return 0;
 }
