@@ -21,6 +21,11 @@
  * Floor pass: the same frames injected the same way, but the burst goes
  * rte_eth_rx_burst() -> rte_eth_tx_burst() untouched (l2fwd without the
  * MAC rewrite), then the tx ring is emptied the same way.
+ * Two reference passes (not the floor; --no-refs skips them): "read",
+ * the floor with every byte of every frame read once in between (a
+ * one's-complement sum), and "intake", each frame classified (checksums)
+ * and given to the engine, then freed, no result built: what touching
+ * the payload costs, and what tally-dp's work costs without its answers.
  * Passes alternate; the best of each side counts. One round of every slot
  * is checked before and after the timed passes, every result frame down
  * to its checksums and the reference sum.
@@ -43,6 +48,7 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
+#include <rte_prefetch.h>
 #include <rte_ring.h>
 #include <rte_udp.h>
 
@@ -88,6 +94,16 @@ struct dpb_opts {
 	int json;
 	int quick;
 	int group;	/* results to a multicast group, one a round */
+	int no_refs;	/* skip the reference passes (read, intake) */
+};
+
+/* What a timed pass runs over the frames. */
+enum pass_kind {
+	PASS_TALLY,	/* tally_dp_lcore_poll(): the tally side */
+	PASS_FLOOR,	/* rx -> tx, untouched: the floor */
+	PASS_READ,	/* reference: the floor, every byte read */
+	PASS_INTAKE,	/* reference: classify and engine, no results */
+	PASS_KINDS_
 };
 
 struct dpb {
@@ -106,8 +122,7 @@ struct dpb {
 	uint32_t *ref;			/* reference sum of one slot */
 	uint8_t *flat;			/* one result frame, flattened */
 	uint64_t *seen;			/* [slot]: members served */
-	struct bench_side tally;
-	struct bench_side bare;
+	struct bench_side side[PASS_KINDS_];	/* by enum pass_kind */
 };
 
 /* Large (the lcore state is cache-aligned): not on the stack. */
@@ -123,6 +138,7 @@ static const struct option long_opts[] = {
 	{ "json", no_argument, NULL, 'j' },
 	{ "quick", no_argument, NULL, 'q' },
 	{ "group", no_argument, NULL, 'g' },
+	{ "no-refs", no_argument, NULL, 'n' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -152,6 +168,8 @@ usage(FILE *f)
 		"  --json        print one JSON object\n"
 		"  --group       the job sends results to a multicast group:\n"
 		"                one frame a round instead of one a member\n"
+		"  --no-refs     only the tally and floor passes, not the\n"
+		"                reference rows (read, intake)\n"
 		"  --quick       a tiny run, for smoke tests\n"
 		"  -h, --help    this text\n",
 		TALLY_MAX_WORKERS, MAX_ELEMS, TALLY_DEFAULT_ELEMS,
@@ -231,6 +249,8 @@ parse_opts(int argc, char **argv, struct dpb_opts *o)
 			o->json = 1;
 		} else if (c == 'g') {
 			o->group = 1;
+		} else if (c == 'n') {
+			o->no_refs = 1;
 		} else if (c == 'q') {
 			o->quick = 1;
 		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
@@ -603,24 +623,101 @@ forward(uint16_t port, uint64_t *dropped)
 	return n;
 }
 
+/* Asks for every cache line of m's first segment. */
+static inline void
+prefetch_all(const struct rte_mbuf *m)
+{
+	const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
+
+	for (unsigned int off = 0; off < m->data_len;
+			off += RTE_CACHE_LINE_SIZE)
+		rte_prefetch0(p + off);
+}
+
+/*
+ * Reference (not the issue's floor): the bare forward, and one read of
+ * every byte of every frame in between, a one's-complement sum over the
+ * frame (the function tally-dp's software checksum uses), each frame
+ * prefetched while its predecessor is read, as the lcore does. What
+ * touching the payload costs in this harness, with nothing else done.
+ */
+static inline uint16_t
+forward_read(uint16_t port, uint64_t *dropped, uint64_t *sink)
+{
+	struct rte_mbuf *pkts[BURST];
+	uint16_t n, sent;
+
+	n = rte_eth_rx_burst(port, 0, pkts, BURST);
+	for (uint16_t i = 0; i < n; i++) {
+		if (i + 1 < n)
+			prefetch_all(pkts[i + 1]);
+		*sink += tally_net_raw_cksum(rte_pktmbuf_mtod(pkts[i], void *),
+			rte_pktmbuf_data_len(pkts[i]));
+	}
+	sent = rte_eth_tx_burst(port, 0, pkts, n);
+	if (unlikely(sent < n)) {
+		*dropped += n - sent;
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	}
+	return n;
+}
+
+/*
+ * Reference: tally-dp's intake without its answers. Each frame of a
+ * burst classified (IPv4 and UDP checksums verified) and given to the
+ * engine (tally_agg_process(), with the lcore's counters: rounds complete
+ * as in a tally pass), then freed; no result is built or sent, no
+ * neighbour learned, no per-job counter kept. Frames prefetched as the
+ * lcore does. Returns the frames taken; *refused counts frames that were
+ * not tally frames or that the engine did not take.
+ */
+static inline uint16_t
+intake(struct dpb *b, uint64_t *refused)
+{
+	struct rte_mbuf *pkts[BURST];
+	const struct tally_jobtab *tab = atomic_load_explicit(&b->dp.tab,
+		memory_order_acquire);
+	uint16_t n;
+
+	n = rte_eth_rx_burst(b->dp.port_id, 0, pkts, BURST);
+	for (uint16_t i = 0; i < n; i++) {
+		struct tally_net_rx rx;
+		struct tally_verdict v;
+		enum tally_verdict_kind k = TALLY_V_DROP;
+
+		if (i + 1 < n)
+			prefetch_all(pkts[i + 1]);
+		if (tally_net_classify(pkts[i], &b->dp.self, &rx) ==
+				TALLY_NET_TALLY)
+			k = tally_agg_process(tab, &b->lc->agg, rx.payload,
+				rx.len, &rx.src, &v);
+		*refused += k != TALLY_V_TAKEN && k != TALLY_V_COMPLETE;
+	}
+	rte_pktmbuf_free_bulk(pkts, n);
+	return n;
+}
+
 /* What one pass saw, to be checked after it. */
 struct pass_count {
 	uint64_t injected;
 	uint64_t taken;		/* frames the loop took from the port */
 	uint64_t drained;	/* frames the port sent */
-	uint64_t dropped;	/* frames the floor's tx refused */
+	uint64_t dropped;	/* frames the floor's tx refused, or the
+				   intake's engine did not take */
+	uint64_t sink;		/* what the read reference summed */
 	int full;		/* the rx ring refused a burst */
 };
 
 /*
  * Timed: rounds rounds of every slot, a burst at a time into the port,
- * through tally-dp's loop (tally != 0) or the bare forward, the sent
- * frames freed after every burst.
+ * through tally-dp's loop, the bare forward or a reference (kind), the
+ * sent frames freed after every burst.
  */
 static void
-run_pass(struct dpb *b, int tally, unsigned int rounds, struct pass_count *pc,
-	uint64_t *ns)
+run_pass(struct dpb *b, enum pass_kind kind, unsigned int rounds,
+	struct pass_count *pc, uint64_t *ns)
 {
+	const int tally = kind == PASS_TALLY;
 	struct tally_dp_lcore *lc = b->lc;
 	const unsigned int per_set = b->per_set;
 	const uint16_t port = b->dp.port_id;
@@ -642,15 +739,20 @@ run_pass(struct dpb *b, int tally, unsigned int rounds, struct pass_count *pc,
 			pc->injected += n;
 			if (tally)
 				pc->taken += tally_dp_lcore_poll(lc);
-			else
+			else if (kind == PASS_FLOOR)
 				pc->taken += forward(port, &pc->dropped);
+			else if (kind == PASS_READ)
+				pc->taken += forward_read(port, &pc->dropped,
+					&pc->sink);
+			else
+				pc->taken += intake(b, &pc->dropped);
 			pc->drained += drain(b);
 		}
 	}
 out:
 	*ns = bench_now_ns() - t0;
-	/* The engine's slots moved on; the floor touched no slot. */
-	if (tally)
+	/* The engine's slots moved on; the forwards touched no slot. */
+	if (tally || kind == PASS_INTAKE)
 		b->round += rounds;
 }
 
@@ -738,31 +840,82 @@ tally_pass(struct dpb *b, unsigned int rounds, uint64_t *ns)
 	uint64_t c0 = b->lc->agg.completed, r0 = b->lc->st.results;
 	struct pass_count pc;
 
-	run_pass(b, 1, rounds, &pc, ns);
+	run_pass(b, PASS_TALLY, rounds, &pc, ns);
 	return check_tally_pass(b, rounds, &pc, b->lc->agg.completed - c0,
 		b->lc->st.results - r0);
 }
 
-/* A timed floor pass: every frame forwarded and sent. */
+/*
+ * A timed pass of the floor or the read reference: every frame forwarded
+ * and sent.
+ */
 static int
-floor_pass(struct dpb *b, unsigned int rounds, uint64_t *ns)
+forward_pass(struct dpb *b, enum pass_kind kind, unsigned int rounds,
+	uint64_t *ns)
 {
 	uint64_t frames = (uint64_t)rounds * b->per_set;
 	struct pass_count pc;
 
-	run_pass(b, 0, rounds, &pc, ns);
+	run_pass(b, kind, rounds, &pc, ns);
 	if (pc.full || pc.taken != frames || pc.drained != frames ||
 			pc.dropped != 0) {
-		fprintf(stderr, "tally-bench dataplane: floor pass of %u "
+		fprintf(stderr, "tally-bench dataplane: %s pass of %u "
 			"rounds: %llu frames taken, %llu sent, %llu refused; "
-			"expected %llu\n", rounds,
-			(unsigned long long)pc.taken,
+			"expected %llu\n", kind == PASS_FLOOR ? "floor" : "read",
+			rounds, (unsigned long long)pc.taken,
 			(unsigned long long)pc.drained,
 			(unsigned long long)pc.dropped,
 			(unsigned long long)frames);
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * A timed pass of the intake reference: every frame taken and counted,
+ * every round completed, nothing sent.
+ */
+static int
+intake_pass(struct dpb *b, unsigned int rounds, uint64_t *ns)
+{
+	uint64_t frames = (uint64_t)rounds * b->per_set;
+	uint64_t c0 = b->lc->agg.completed;
+	struct pass_count pc;
+
+	run_pass(b, PASS_INTAKE, rounds, &pc, ns);
+	if (pc.full || pc.taken != frames || pc.dropped != 0 ||
+			pc.drained != 0 || b->lc->agg.completed - c0 !=
+				(uint64_t)rounds * b->o.slots) {
+		fprintf(stderr, "tally-bench dataplane: intake pass of %u "
+			"rounds: %llu frames taken, %llu refused, %llu sent, "
+			"%llu rounds completed; expected %llu frames\n", rounds,
+			(unsigned long long)pc.taken,
+			(unsigned long long)pc.dropped,
+			(unsigned long long)pc.drained,
+			(unsigned long long)(b->lc->agg.completed - c0),
+			(unsigned long long)frames);
+		check_counters(b);
+		return -1;
+	}
+	return check_counters(b);
+}
+
+/* A timed pass of kind, checked; its time added to its side. */
+static int
+timed_pass(struct dpb *b, enum pass_kind kind)
+{
+	uint64_t ns;
+	int rc;
+
+	if (kind == PASS_TALLY)
+		rc = tally_pass(b, b->o.rounds, &ns);
+	else if (kind == PASS_INTAKE)
+		rc = intake_pass(b, b->o.rounds, &ns);
+	else
+		rc = forward_pass(b, kind, b->o.rounds, &ns);
+	if (rc == 0)
+		bench_side_add(&b->side[kind], ns);
+	return rc;
 }
 
 /* b->ref = the wrapping i32 sum of the workers' frames to (set, slot). */
@@ -955,25 +1108,23 @@ tally_pass_cb(void *arg, unsigned int rounds, uint64_t *ns)
 	return tally_pass(arg, rounds, ns);
 }
 
-/* Verify, calibrate, alternate timed passes, verify again. */
+/*
+ * Verify, calibrate, alternate timed passes (tally, floor, the
+ * references), verify again.
+ */
 static int
 dpb_run(struct dpb *b)
 {
-	uint64_t ns;
-
 	if (verify_round(b) != 0 || verify_round(b) != 0)
 		return -1;
 	if (b->o.rounds == 0 && bench_calibrate(tally_pass_cb, b,
 			MAX_ROUNDS, PASS_TARGET_NS, &b->o.rounds) != 0)
 		return -1;
-	for (unsigned int p = 0; p < b->o.passes; p++) {
-		if (tally_pass(b, b->o.rounds, &ns) != 0)
-			return -1;
-		bench_side_add(&b->tally, ns);
-		if (floor_pass(b, b->o.rounds, &ns) != 0)
-			return -1;
-		bench_side_add(&b->bare, ns);
-	}
+	for (unsigned int p = 0; p < b->o.passes; p++)
+		for (int k = 0; k < PASS_KINDS_; k++)
+			if ((k < PASS_READ || !b->o.no_refs) &&
+					timed_pass(b, (enum pass_kind)k) != 0)
+				return -1;
 	if (verify_round(b) != 0 || verify_round(b) != 0)
 		return -1;
 	return 0;
@@ -1001,8 +1152,10 @@ driver_name(const struct dpb *b)
 static void
 report_text(const struct dpb *b, const char *cpu)
 {
-	struct bench_figures ft = figures_of(b, &b->tally);
-	struct bench_figures ff = figures_of(b, &b->bare);
+	struct bench_figures ft = figures_of(b, &b->side[PASS_TALLY]);
+	struct bench_figures ff = figures_of(b, &b->side[PASS_FLOOR]);
+	struct bench_figures fr = figures_of(b, &b->side[PASS_READ]);
+	struct bench_figures fi = figures_of(b, &b->side[PASS_INTAKE]);
 	double ratio = ft.seconds / ff.seconds;
 	double rs = (double)b->o.rounds * b->o.slots;
 	char b1[32], b2[32];
@@ -1032,12 +1185,27 @@ report_text(const struct dpb *b, const char *cpu)
 		b->lc->lcore_id);
 	bench_print_row("tally", &ft);
 	bench_print_row("floor", &ff);
+	if (!b->o.no_refs) {
+		bench_print_row("read", &fr);
+		bench_print_row("intake", &fi);
+	}
 	printf("\ntally: results sent/s %s (%u per completed round), "
 		"completions/s %s\n",
 		bench_sci(b1, sizeof(b1), rs * per_round(b) / ft.seconds),
 		per_round(b), bench_sci(b2, sizeof(b2), rs / ft.seconds));
 	printf("floor: rx -> tx of the same frames, untouched (no parsing, "
 		"no checksums, no results)\n");
+	if (!b->o.no_refs) {
+		printf("read:   reference, not the floor: the floor with every "
+			"byte of every frame read once (a one's-complement "
+			"sum)\n");
+		printf("intake: reference: rx, classification (checksums) "
+			"and the engine, then free; no result built\n");
+		printf("tally - intake: %.1f ns/frame (the results); intake - "
+			"read: %.1f; read - floor: %.1f\n",
+			ft.ns_pkt - fi.ns_pkt, fi.ns_pkt - fr.ns_pkt,
+			fr.ns_pkt - ff.ns_pkt);
+	}
 	printf("ratio tally/floor: %.2fx\n", ratio);
 	printf("goal: ratio <= %.1fx: %s\n", GOAL_RATIO,
 		b->o.quick ? "not judged (quick run)" :
@@ -1056,8 +1224,10 @@ json_side(const char *name, const struct bench_figures *f)
 static void
 report_json(const struct dpb *b, const char *cpu)
 {
-	struct bench_figures ft = figures_of(b, &b->tally);
-	struct bench_figures ff = figures_of(b, &b->bare);
+	struct bench_figures ft = figures_of(b, &b->side[PASS_TALLY]);
+	struct bench_figures ff = figures_of(b, &b->side[PASS_FLOOR]);
+	struct bench_figures fr = figures_of(b, &b->side[PASS_READ]);
+	struct bench_figures fi = figures_of(b, &b->side[PASS_INTAKE]);
 	double ratio = ft.seconds / ff.seconds;
 	double rs = (double)b->o.rounds * b->o.slots;
 
@@ -1074,6 +1244,12 @@ report_json(const struct dpb *b, const char *cpu)
 		b->dp.tx_chains ? "true" : "false", cksum_names[b->o.cksum]);
 	json_side("tally", &ft);
 	json_side("floor", &ff);
+	if (!b->o.no_refs) {
+		printf("\"refs\":{");
+		json_side("read", &fr);
+		json_side("intake", &fi);
+		printf("\"note\":\"references, not the floor\"},");
+	}
 	printf("\"results_per_s\":%.4e,\"completions_per_s\":%.4e,"
 		"\"ratio\":%.4f,", rs * per_round(b) / ft.seconds,
 		rs / ft.seconds, ratio);
