@@ -32,8 +32,8 @@
 /* Double accumulators of tally_psgd_q() on the stack (16 KiB). */
 #define Q_ACC		2048
 
-/* Floats of Q, transposed, of tally_psgd_decompress() (16 KiB). */
-#define DEC_BUF		4096
+/* Doubles of Q, transposed, of tally_psgd_decompress() (16 KiB). */
+#define DEC_BUF		2048
 
 /*
  * Four doubles: GCC's vector extension (GCC and clang), so that the loops
@@ -256,6 +256,18 @@ tally_psgd_p(const float *m, size_t n, uint32_t rows, uint32_t cols,
 	case 32:
 		p_all(m, n, rows, cols, q, 32, p, 2, 8);
 		break;
+	case 3:
+		p_all(m, n, rows, cols, q, 3, p, 8, 0);
+		break;
+	case 5:
+		p_all(m, n, rows, cols, q, 5, p, 4, 0);
+		break;
+	case 6:
+		p_all(m, n, rows, cols, q, 6, p, 4, 0);
+		break;
+	case 7:
+		p_all(m, n, rows, cols, q, 7, p, 3, 0);
+		break;
 	default:
 		p_all(m, n, rows, cols, q, rank, p, 4, 0);
 		break;
@@ -350,8 +362,12 @@ PSGD_INLINE void
 q_rows4(double *acc, const float *seg, uint32_t cols, uint32_t w,
 	const float *pi, unsigned int rank)
 {
+	double pd[4][TALLY_PSGD_RANK_MAX];
 	uint32_t j = 0;
 
+	for (unsigned int r = 0; r < 4; r++)
+		for (unsigned int k = 0; k < rank; k++)
+			pd[r][k] = (double)pi[(size_t)r * rank + k];
 	for (; j + 4 <= w; j += 4) {
 		v4d m0, m1, m2, m3;
 
@@ -364,10 +380,10 @@ q_rows4(double *acc, const float *seg, uint32_t cols, uint32_t w,
 			v4d a;
 
 			memcpy(&a, at, sizeof(a));
-			a = a + m0 * (double)pi[k];
-			a = a + m1 * (double)pi[rank + k];
-			a = a + m2 * (double)pi[2 * rank + k];
-			a = a + m3 * (double)pi[3 * rank + k];
+			a = a + m0 * pd[0][k];
+			a = a + m1 * pd[1][k];
+			a = a + m2 * pd[2][k];
+			a = a + m3 * pd[3][k];
 			memcpy(at, &a, sizeof(a));
 		}
 	}
@@ -434,6 +450,12 @@ tally_psgd_q(const float *m, size_t n, uint32_t rows, uint32_t cols,
 	case 8:
 		q_all(m, n, rows, cols, p, 8, q);
 		break;
+	case 16:
+		q_all(m, n, rows, cols, p, 16, q);
+		break;
+	case 32:
+		q_all(m, n, rows, cols, p, 32, q);
+		break;
 	default:
 		q_all(m, n, rows, cols, p, rank, q);
 		break;
@@ -442,22 +464,52 @@ tally_psgd_q(const float *m, size_t n, uint32_t rows, uint32_t cols,
 
 /*
  * Columns j0 .. j0 + len - 1 of row pi of M_hat into m, from qt (the
- * block's rows of Q transposed: qt[k * ws + j] is q[j0 + j][k]): four
- * elements at a time, each summing over k ascending, then the rest one by
- * one with the element function the kernel runs.
+ * block's rows of Q transposed: qt[k * ws + j] is q[j0 + j][k]): 16,
+ * then four elements at a time, each summing over k ascending, then the
+ * rest one by one with the element function the kernel runs.
  */
 PSGD_INLINE void
-dec_seg(const float *pi, const float *qt, uint32_t ws, const float *q,
+dec_seg(const float *pi, const double *qt, uint32_t ws, const float *q,
 	unsigned int rank, double scale, float *m, uint32_t len)
 {
+	double pd[TALLY_PSGD_RANK_MAX];
 	uint32_t j = 0;
 
+	/* in locals: the stores to m cannot change them */
+	for (unsigned int k = 0; k < rank; k++)
+		pd[k] = (double)pi[k];
+	/* 16 elements: four independent chains of additions in flight */
+	for (; j + 16 <= len; j += 16) {
+		v4d a0 = { 0.0, 0.0, 0.0, 0.0 }, a1 = a0, a2 = a0, a3 = a0;
+
+		for (unsigned int k = 0; k < rank; k++) {
+			const double *t = qt + (size_t)k * ws + j;
+			v4d q0, q1, q2, q3;
+
+			memcpy(&q0, t, sizeof(q0));
+			memcpy(&q1, t + 4, sizeof(q1));
+			memcpy(&q2, t + 8, sizeof(q2));
+			memcpy(&q3, t + 12, sizeof(q3));
+			a0 = a0 + pd[k] * q0;
+			a1 = a1 + pd[k] * q1;
+			a2 = a2 + pd[k] * q2;
+			a3 = a3 + pd[k] * q3;
+		}
+		a0 = a0 * scale;
+		a1 = a1 * scale;
+		a2 = a2 * scale;
+		a3 = a3 * scale;
+		store4(m + j, &a0);
+		store4(m + j + 4, &a1);
+		store4(m + j + 8, &a2);
+		store4(m + j + 12, &a3);
+	}
 	for (; j + 4 <= len; j += 4) {
 		v4d acc = { 0.0, 0.0, 0.0, 0.0 }, qk;
 
 		for (unsigned int k = 0; k < rank; k++) {
-			load4(&qk, qt + (size_t)k * ws + j);
-			acc = acc + (double)pi[k] * qk;
+			memcpy(&qk, qt + (size_t)k * ws + j, sizeof(qk));
+			acc = acc + pd[k] * qk;
 		}
 		acc = acc * scale;
 		store4(m + j, &acc);
@@ -471,9 +523,14 @@ PSGD_INLINE void
 dec_all(const float *p, const float *q, uint32_t rows, uint32_t cols,
 	unsigned int rank, double scale, float *m, size_t n)
 {
-	float qt[DEC_BUF];
-	/* rows of qt 4 floats longer than the block: not 4 KiB apart */
-	uint32_t wmax = DEC_BUF / rank - 4;
+	double qt[DEC_BUF];
+	/*
+	 * Rows of qt 4 doubles longer than the block, which is at most
+	 * DEC_BUF / rank - 8 wide: their starts are not 4 KiB apart, so
+	 * that the rank loads of a step do not all fall in one set of the
+	 * L1 cache.
+	 */
+	uint32_t wmax = DEC_BUF / rank - 8;
 
 	/* by blocks of columns, whose Q stays in the L1 cache, transposed */
 	for (uint64_t j0 = 0; j0 < cols; j0 += wmax) {
@@ -514,6 +571,12 @@ tally_psgd_decompress(const float *p, const float *q, uint32_t rows,
 		break;
 	case 8:
 		dec_all(p, q, rows, cols, 8, scale, m, n);
+		break;
+	case 16:
+		dec_all(p, q, rows, cols, 16, scale, m, n);
+		break;
+	case 32:
+		dec_all(p, q, rows, cols, 32, scale, m, n);
 		break;
 	default:
 		dec_all(p, q, rows, cols, rank, scale, m, n);

@@ -41,7 +41,9 @@ static const struct {
 };
 #define N_SHAPES	(sizeof(shapes) / sizeof(shapes[0]))
 
-static const unsigned int ranks[] = { 1, 2, 3, 4, 5, 8, 13, 32 };
+static const unsigned int ranks[] = {
+	1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 24, 32,
+};
 #define N_RANKS		(sizeof(ranks) / sizeof(ranks[0]))
 
 static float *
