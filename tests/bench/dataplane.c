@@ -64,7 +64,8 @@
 #define JOB_ID		7
 #define JOB_TOKEN	UINT64_C(0x7a11be7c40a1f00d)
 #define MEMBER_PORT	40000
-#define GROUP_IP	RTE_IPV4(239, 0, 0, 1)
+#define GROUP_IP	UINT32_C(0xef000001)	/* 239.0.0.1; RTE_IPV4() would shift
+					   239 into an int's sign bit */
 #define RING_SIZE	1024
 #define DP_MBUFS	8191	/* each dataplane pool: results in flight */
 #define MAX_ELEMS	2048	/* a frame within tally-dp's largest MTU */
