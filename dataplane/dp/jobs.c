@@ -85,7 +85,8 @@ jobx_init(const struct tally_dp *dp, struct tally_dp_jobx *x,
 	const struct tally_job_conf *conf)
 {
 	for (unsigned int r = 0; r < conf->world; r++)
-		tally_net_tmpl_init(&x->member[r], &dp->self, &conf->members[r]);
+		tally_net_tmpl_init(&x->member[r], &dp->self,
+			&conf->members[r]);
 	if (conf->group.ip != 0) {
 		const uint8_t *g = (const uint8_t *)&conf->group.ip;
 

@@ -44,10 +44,12 @@ _Static_assert(TALLY_NET_HDRS_LEN == sizeof(struct rte_ether_hdr) +
 #define OFF_IP		sizeof(struct rte_ether_hdr)
 #define OFF_UDP		(OFF_IP + sizeof(struct rte_ipv4_hdr))
 #define OFF_IP_LEN	(OFF_IP + offsetof(struct rte_ipv4_hdr, total_length))
-#define OFF_IP_CKSUM	(OFF_IP + offsetof(struct rte_ipv4_hdr, hdr_checksum))
+#define OFF_IP_CKSUM	(OFF_IP + \
+	offsetof(struct rte_ipv4_hdr, hdr_checksum))
 #define OFF_UDP_SPORT	(OFF_UDP + offsetof(struct rte_udp_hdr, src_port))
 #define OFF_UDP_LEN	(OFF_UDP + offsetof(struct rte_udp_hdr, dgram_len))
-#define OFF_UDP_CKSUM	(OFF_UDP + offsetof(struct rte_udp_hdr, dgram_cksum))
+#define OFF_UDP_CKSUM	(OFF_UDP + \
+	offsetof(struct rte_udp_hdr, dgram_cksum))
 
 static inline uint32_t
 fold(uint32_t sum)

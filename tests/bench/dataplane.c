@@ -64,8 +64,8 @@
 #define JOB_ID		7
 #define JOB_TOKEN	UINT64_C(0x7a11be7c40a1f00d)
 #define MEMBER_PORT	40000
-#define GROUP_IP	UINT32_C(0xef000001)	/* 239.0.0.1; RTE_IPV4() would shift
-					   239 into an int's sign bit */
+/* 239.0.0.1 (RTE_IPV4() would shift 239 into an int's sign bit). */
+#define GROUP_IP	UINT32_C(0xef000001)
 #define RING_SIZE	1024
 #define DP_MBUFS	8191	/* each dataplane pool: results in flight */
 #define MAX_ELEMS	2048	/* a frame within tally-dp's largest MTU */
@@ -862,8 +862,9 @@ forward_pass(struct dpb *b, enum pass_kind kind, unsigned int rounds,
 			pc.dropped != 0) {
 		fprintf(stderr, "tally-bench dataplane: %s pass of %u "
 			"rounds: %llu frames taken, %llu sent, %llu refused; "
-			"expected %llu\n", kind == PASS_FLOOR ? "floor" : "read",
-			rounds, (unsigned long long)pc.taken,
+			"expected %llu\n",
+			kind == PASS_FLOOR ? "floor" : "read", rounds,
+			(unsigned long long)pc.taken,
 			(unsigned long long)pc.drained,
 			(unsigned long long)pc.dropped,
 			(unsigned long long)frames);
