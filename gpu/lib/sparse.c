@@ -18,7 +18,9 @@
  *
  * One packet is outstanding per stream; a lost contribution or result is
  * recovered by retransmission (flag RETX), the aggregator answering a
- * counted member with the stored result, as for dense rounds.
+ * counted member with the stored result, as for dense rounds. The
+ * streams share the dense rounds' timer (window.c): timeouts follow the
+ * round trips of packets sent once and back off on a retransmission.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@ struct stream {
 	uint8_t busy;		/* a round is in flight */
 	uint8_t done;
 	uint32_t rto_us;
+	uint64_t sent_ns;	/* when the round's packet first went */
 	uint64_t deadline_ns;
 	const void *payload;	/* of the packet in flight; NULL: none */
 	uint32_t plen;
@@ -147,24 +150,26 @@ contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 	st->plen = count * 4;
 	st->busy = 1;
 	st->rto_us = ctx->rto_us;
+	st->sent_ns = now;
 	st->deadline_ns = now + (uint64_t)st->rto_us * 1000;
 	queue(run, s);
 }
 
-/* Resends the packets whose deadline passed, with backoff. */
+/* Resends the packets whose deadline passed, each backing off. */
 static void
 retransmit(struct srun *run, uint64_t now)
 {
+	struct tally_ctx *ctx = run->ctx;
+
 	for (uint32_t s = 0; s < run->w; s++) {
 		struct stream *st = &run->st[s];
 
 		if (!st->busy || st->deadline_ns > now)
 			continue;
-		st->rto_us = st->rto_us * 2 > TALLY_RTO_MAX_US ?
-			TALLY_RTO_MAX_US : st->rto_us * 2;
+		st->rto_us = tally_lib_back_off(ctx, st->rto_us);
 		st->deadline_ns = now + (uint64_t)st->rto_us * 1000;
 		st->hdr[4] |= TALLY_F_RETX;
-		run->ctx->st.retransmits++;
+		ctx->st.retransmits++;
 		queue(run, (uint16_t)s);
 	}
 }
@@ -208,6 +213,8 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		tally_fixp_decode((const int32_t *)(const void *)(buf +
 			TALLY_HDR_LEN), run->buf + h.offset, h.count, run->e);
 	st->busy = 0;
+	if (!(st->hdr[4] & TALLY_F_RETX))
+		tally_lib_rtt_sample(ctx, now - st->sent_ns);
 	ctx->slots[h.slot].set ^= 1;
 	ctx->st.results++;
 	run->progress_ns = now;

@@ -17,7 +17,8 @@
  * again each time, as a probe (see retransmit()).
  *
  * A fresh chunk's timeout follows the measured round trip as TCP's does
- * (RFC 6298 from chunks sent once; at least 2 srtt, see rtt_sample()),
+ * (RFC 6298 from chunks sent once; at least 2 srtt, see
+ * tally_lib_rtt_sample()),
  * never below the configured rto_us, and keeps a retransmission's
  * back-off until a chunk sent once comes back (Karn). On a slow or loaded
  * path a full window takes longer than a fixed 2 ms to come back, and
@@ -155,17 +156,23 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 	queue(run, s);
 }
 
+uint32_t
+tally_lib_back_off(struct tally_ctx *ctx, uint32_t rto_us)
+{
+	rto_us = rto_us * 2 > TALLY_RTO_MAX_US ? TALLY_RTO_MAX_US : rto_us * 2;
+	/* Karn: fresh chunks keep the backed-off timeout until a chunk
+	 * sent once gives a sample. */
+	if (rto_us > ctx->rto_us)
+		ctx->rto_us = rto_us;
+	return rto_us;
+}
+
 /* Doubles the timeout of the chunk on slot (capped) from now on. */
 static void
 back_off(struct tally_ctx *ctx, struct tally_slot *slot, uint64_t now)
 {
-	slot->rto_us = slot->rto_us * 2 > TALLY_RTO_MAX_US ?
-		TALLY_RTO_MAX_US : slot->rto_us * 2;
+	slot->rto_us = tally_lib_back_off(ctx, slot->rto_us);
 	slot->deadline_ns = now + (uint64_t)slot->rto_us * 1000;
-	/* Karn: fresh chunks keep the backed-off timeout until a chunk
-	 * sent once gives a sample. */
-	if (slot->rto_us > ctx->rto_us)
-		ctx->rto_us = slot->rto_us;
 }
 
 /*
@@ -182,7 +189,7 @@ static void
 retransmit(struct run *run, uint64_t now)
 {
 	struct tally_ctx *ctx = run->ctx;
-	int stuck = now - run->progress_ns >= (uint64_t)ctx->rto_us * 500;
+	int stuck = tally_lib_stuck(ctx, run->progress_ns, now);
 	uint64_t next = UINT64_MAX;
 	uint32_t probe = UINT32_MAX;
 	uint16_t s;
@@ -213,12 +220,14 @@ retransmit(struct run *run, uint64_t now)
 	run->scan_ns = next;
 }
 
-/*
- * Takes a round-trip sample (RFC 6298, in microseconds) and sets the
- * timeout of fresh chunks from it.
- */
-static void
-rtt_sample(struct tally_ctx *ctx, uint64_t rtt_ns)
+int
+tally_lib_stuck(const struct tally_ctx *ctx, uint64_t progress_ns, uint64_t now)
+{
+	return now - progress_ns >= (uint64_t)ctx->rto_us * 500;
+}
+
+void
+tally_lib_rtt_sample(struct tally_ctx *ctx, uint64_t rtt_ns)
 {
 	uint32_t r = rtt_ns / 1000 > TALLY_RTO_MAX_US ? TALLY_RTO_MAX_US :
 		(uint32_t)(rtt_ns / 1000);
@@ -329,7 +338,7 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		run->r->decode(run->r, h.offset, h.count);
 	slot = &ctx->slots[h.slot];
 	if (!(slot->hdr[4] & TALLY_F_RETX))
-		rtt_sample(ctx, now - slot->sent_ns);
+		tally_lib_rtt_sample(ctx, now - slot->sent_ns);
 	slot->busy = 0;
 	slot->set ^= 1;
 	ctx->st.results++;
