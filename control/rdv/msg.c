@@ -127,7 +127,7 @@ tally_rdv_group_parse(const char *s, uint32_t *ip, uint16_t *port)
 {
 	char buf[32], *colon, *end;
 	struct in_addr a;
-	unsigned long p;
+	unsigned long p = 0;
 
 	if (strlen(s) >= sizeof(buf))
 		return -EINVAL;
@@ -177,7 +177,7 @@ parse_join(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
 	const char *job = json_string_value(json_object_get(o, "job"));
 	const char *tok = json_string_value(json_object_get(o, "token"));
-	unsigned long v, rank, world;
+	unsigned long v = 0, rank = 0, world = 0;
 
 	if (get_uint(o, "v", 0, 255, &v, why, wlen))
 		return -EPROTO;
@@ -203,7 +203,9 @@ parse_join(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 static int
 parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
-	unsigned long e, port, nports, id, window, elems;
+	/* Zeroed: -O3 cannot see that get_uint() sets them on success. */
+	unsigned long e = 0, port = 0, nports = 0, id = 0, window = 0;
+	unsigned long elems = 0;
 	json_t *narrow = json_object_get(o, "narrow");
 	json_t *group = json_object_get(o, "group");
 	json_t *codec = json_object_get(o, "codec");
@@ -246,7 +248,7 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 static int
 parse_member(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
-	unsigned long port;
+	unsigned long port = 0;
 
 	if (get_ip(o, "ip", 0, &m->ip, why, wlen) ||
 			get_uint(o, "port", 1, 65535, &port, why, wlen))
@@ -259,7 +261,7 @@ static int
 parse_ready(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
 	const char *tok = json_string_value(json_object_get(o, "wire_token"));
-	unsigned long e, epoch;
+	unsigned long e = 0, epoch = 0;
 
 	if (get_uint(o, "errno", 0, 0, &e, why, wlen) ||
 			get_uint(o, "epoch", 0, UINT32_MAX, &epoch, why, wlen))
@@ -275,7 +277,7 @@ static int
 parse_error(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
 	const char *s = json_string_value(json_object_get(o, "error"));
-	unsigned long e;
+	unsigned long e = 0;
 
 	if (get_uint(o, "errno", 1, 4095, &e, why, wlen))
 		return -EPROTO;
