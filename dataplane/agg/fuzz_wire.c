@@ -6,7 +6,8 @@
  *   src (1 byte) | len (2 bytes, little-endian) | len bytes of packet
  * (a last frame shorter than its len takes what is left). src picks the
  * sender's address from a small table: members of the jobs below, a
- * stranger, or none. Every packet goes through tally_hdr_decode() and
+ * stranger, or none. Every packet (each of a bundle's, docs/protocol.md
+ * "Bundles") goes through tally_hdr_decode() and
  * then tally_agg_process() on a table of three jobs whose slots start
  * empty for every input, so an input is a replayable sequence of rounds.
  *
@@ -271,6 +272,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len = (size_t)data[1] | (size_t)data[2] << 8;
 		struct tally_verdict v;
 		enum tally_verdict_kind k;
+		unsigned int n;
 		uint8_t *pkt;
 
 		data += 3;
@@ -281,11 +283,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pkt = malloc(len ? len : 1);
 		CHECK(pkt != NULL);
 		memcpy(pkt, data, len);
-		check_decode(pkt, len);
-		k = tally_agg_process(tab, &st, pkt, (unsigned int)len,
-			src->ip == 0 ? NULL : src, &v);
-		npkts++;
-		check_verdict(pkt, len, k, &v);
+		/* A bundle's packets one by one, as tally-dp takes them. */
+		n = tally_bundle_count(pkt, len);
+		CHECK(n == 1 || (n >= 2 && n <= TALLY_BUNDLE_MAX &&
+			len == n * TALLY_HDR_LEN));
+		for (unsigned int i = 0; i < n; i++) {
+			const uint8_t *one = pkt + (n > 1 ? i * TALLY_HDR_LEN : 0);
+			size_t olen = n > 1 ? TALLY_HDR_LEN : len;
+
+			check_decode(one, olen);
+			k = tally_agg_process(tab, &st, one,
+				(unsigned int)olen, src->ip == 0 ? NULL : src,
+				&v);
+			npkts++;
+			check_verdict(one, olen, k, &v);
+		}
 		free(pkt);
 		data += len;
 		size -= len;

@@ -170,23 +170,19 @@ count(struct tally_job_ctr *c, enum tally_verdict_kind k,
 	}
 }
 
-/* A tally frame of a slot this lcore owns. Consumes m. */
+/* One tally packet (alone, or one of a bundle's) through the engine. */
 static void
-aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
-	struct rte_mbuf *m, const struct tally_net_rx *rx)
+contribution(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_jobtab *tab, const struct tally_net_rx *rx)
 {
-	const struct tally_jobtab *tab;
 	struct tally_job_ctr *c;
 	struct tally_verdict v;
 	enum tally_verdict_kind k;
 
-	tab = atomic_load_explicit(&dp->tab, memory_order_acquire);
 	k = tally_agg_process(tab, &lc->agg, rx->payload, rx->len, &rx->src,
 		&v);
-	if (v.job == NULL) {
-		rte_pktmbuf_free(m);
+	if (v.job == NULL)
 		return;
-	}
 	c = &v.job->ctr[lc->index];
 	count(c, k, &v, rx);
 	/* Proven members (and their duplicates) teach us their MAC. */
@@ -194,6 +190,39 @@ aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		tally_net_neigh_learn(lc->neigh, rx->src.ip, &rx->src_mac);
 	if (k >= TALLY_V_COMPLETE)
 		answer(dp, lc, o, &v, rx, c);
+}
+
+/*
+ * A tally frame of a slot this lcore owns: one packet, or a bundle of
+ * header-only ones (docs/protocol.md, "Bundles"), each taken as if it
+ * had come alone; a bundled header of another lcore's slot is refused
+ * (misrouted), so no two lcores ever touch one slot. Consumes m.
+ */
+static void
+aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *m, const struct tally_net_rx *rx)
+{
+	const struct tally_jobtab *tab;
+	unsigned int k = tally_bundle_count(rx->payload, rx->len);
+	struct tally_net_rx one;
+
+	tab = atomic_load_explicit(&dp->tab, memory_order_acquire);
+	if (likely(k == 1)) {
+		contribution(dp, lc, o, tab, rx);
+		rte_pktmbuf_free(m);
+		return;
+	}
+	one = *rx;
+	one.len = TALLY_HDR_LEN;
+	for (unsigned int i = 0; i < k; i++) {
+		one.payload = rx->payload + i * TALLY_HDR_LEN;
+		if (tally_ld_be16(one.payload + offsetof(struct tally_wire_hdr,
+				slot)) % dp->nworkers != lc->index) {
+			lc->st.misrouted++;
+			continue;
+		}
+		contribution(dp, lc, o, tab, &one);
+	}
 	rte_pktmbuf_free(m);
 }
 

@@ -28,6 +28,7 @@
 #define TALLY_DEFAULT_ELEMS	256	/* 256 x i32 = 1 KiB payload */
 #define TALLY_RANK_ALL		0xff	/* rank field of a result: every member */
 #define TALLY_NO_BLOCK		0xffffffffu /* next_block: stream has no more */
+#define TALLY_BUNDLE_MAX	32	/* contributions in one bundle */
 
 /* Packet types (the type field). */
 enum tally_pkt_type {
@@ -301,6 +302,28 @@ tally_hdr_decode(const void *buf, size_t len, struct tally_hdr *h)
 	if (len - TALLY_HDR_LEN != want)
 		return TALLY_ST_BAD_LENGTH;
 	return TALLY_ST_OK;
+}
+
+/*
+ * How many contributions the datagram of len bytes at buf carries
+ * (docs/protocol.md, "Bundles"): k when it is a bundle, k >= 2 headers
+ * of TALLY_HDR_LEN bytes back to back (len = k x TALLY_HDR_LEN, k <=
+ * TALLY_BUNDLE_MAX) the first of which is a SPARSE SUM with count 0;
+ * otherwise 1. Reads only the first header's type, flags and count:
+ * each of the k is then a packet of its own, checked as any other.
+ */
+static inline unsigned int
+tally_bundle_count(const void *buf, size_t len)
+{
+	const uint8_t *p = (const uint8_t *)buf;
+
+	if (len <= TALLY_HDR_LEN || len % TALLY_HDR_LEN != 0 ||
+			len > (size_t)TALLY_BUNDLE_MAX * TALLY_HDR_LEN)
+		return 1;
+	if (p[3] != TALLY_PT_SUM || !(p[4] & TALLY_F_SPARSE) ||
+			tally_ld_be16(p + 24) != 0)
+		return 1;
+	return (unsigned int)(len / TALLY_HDR_LEN);
 }
 
 /* A short constant name for a status, for logs, JSON and metrics. */

@@ -13,7 +13,8 @@
  * with other member addresses gets new templates; the multicast group
  * gets one frame; a retransmission and a NACK go back to the sender
  * (headers built on the spot); rounds of other lengths keep the
- * checksums right; every mbuf goes back to its pool.
+ * checksums right; a bundle of headers alone is taken header by header,
+ * another lcore's slot refused; every mbuf goes back to its pool.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -428,6 +429,83 @@ replies_to_sender(void **state)
 	assert_pools_full();
 }
 
+/*
+ * Puts rank r's bundle of job id into the rx ring: for each slot of
+ * slots[0..k), a header alone of a block-sparse stream's round on set 0
+ * (docs/protocol.md, "Bundles").
+ */
+static void
+send_bundle(uint16_t id, unsigned int r, const unsigned int *slots,
+	unsigned int k, struct rte_ether_addr mac)
+{
+	uint8_t pl[TALLY_BUNDLE_MAX * TALLY_HDR_LEN], frame[F_PAY + sizeof(pl)];
+	struct udp_spec sp;
+	struct rte_mbuf *m;
+	size_t len;
+
+	for (unsigned int i = 0; i < k; i++) {
+		struct tally_hdr h = {
+			.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM,
+			.flags = TALLY_F_SPARSE, .enc = TALLY_ENC_I32,
+			.job = id, .token = TOKEN, .rank = (uint8_t)r,
+			.slot = (uint16_t)slots[i],
+			.offset = slots[i] * 256u, .count = 0,
+			.next_block = TALLY_NO_BLOCK,
+		};
+
+		tally_hdr_encode(&h, pl + i * TALLY_HDR_LEN);
+	}
+	sp = test_udp_spec(pl, k * TALLY_HDR_LEN);
+	sp.sip = maddr(r, 0).ip;
+	sp.sport = rte_be_to_cpu_16(maddr(r, 0).port);
+	len = build_udp(frame, &sp);
+	memcpy(frame + 6, mac.addr_bytes, 6);
+	m = to_mbuf(frame_pool, frame, len);
+	assert_non_null(m);
+	assert_int_equal(rte_ring_enqueue(rxr, m), 0);
+}
+
+/*
+ * A bundle's headers are taken one by one, as if each had come alone:
+ * with two worker lcores, the headers of this lcore's slots (even) end
+ * their rounds, each result to every member; the header of the other
+ * lcore's slot is refused as misrouted.
+ */
+static void
+bundles(void **state)
+{
+	static const unsigned int slots[] = { 0, 1, 2 };
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[2 * WORLD];
+	struct tally_job *job;
+	uint64_t misrouted = lc->st.misrouted;
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 7);
+	assert_int_equal(job_add(17, 0, 0, 100), 0);
+	dp.nworkers = 2;
+	for (unsigned int r = 0; r < WORLD; r++)
+		send_bundle(17, r, slots, 3, macs[r]);
+	poll_all();
+	dp.nworkers = 1;
+	assert_int_equal(lc->st.misrouted - misrouted, WORLD);
+	assert_int_equal(take_sent(s, 2 * WORLD), 2 * WORLD);
+	for (unsigned int i = 0; i < 2 * WORLD; i++) {
+		assert_int_equal(s[i].h.type, TALLY_PT_SUM_RESULT);
+		assert_true(s[i].h.flags & TALLY_F_SPARSE);
+		assert_int_equal(s[i].h.count, 0);
+		assert_true(s[i].h.slot == 0 || s[i].h.slot == 2);
+		assert_int_equal(s[i].len, F_PAY + TALLY_HDR_LEN);
+	}
+	job = tally_jobtab_lookup(atomic_load(&dp.tab), 17);
+	assert_non_null(job);
+	assert_int_equal(job->ctr[0].contributions, 2 * WORLD);
+	assert_int_equal(job->ctr[0].rounds, 2);
+	assert_int_equal(tally_dp_job_del(&dp, 17), 0);
+	assert_pools_full();
+}
+
 /* The port, the dataplane's state as tally-dp's main.c builds it. */
 static int
 setup(void **state)
@@ -494,6 +572,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(group_result),
 		cmocka_unit_test(several_lengths),
 		cmocka_unit_test(replies_to_sender),
+		cmocka_unit_test(bundles),
 	};
 	int rc;
 

@@ -117,9 +117,9 @@ emit(struct loopagg *a, int fd, const struct sockaddr_in *to,
 	}
 }
 
-/* One datagram from 'from' on socket fd. */
+/* One packet (alone, or one of a bundle's) from 'from' on socket fd. */
 static void
-handle(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
+contribution(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	const struct sockaddr_in *from)
 {
 	struct tally_addr src = {
@@ -128,11 +128,6 @@ handle(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	struct tally_verdict v;
 	unsigned int r;
 
-	a->st.rx++;
-	if (a->conf.loss_up > 0 && draw(a) < a->conf.loss_up) {
-		a->st.lost_up++;
-		return;
-	}
 	switch (tally_agg_process(a->tab, &a->st.agg, pkt, len, &src, &v)) {
 	case TALLY_V_DROP:
 		return;
@@ -155,6 +150,28 @@ handle(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	}
 	a->peer[v.rank] = *from;
 	a->known[v.rank] = 1;
+}
+
+/*
+ * One datagram from 'from' on socket fd: a packet, or a bundle of them
+ * (docs/protocol.md, "Bundles"), lost or taken whole.
+ */
+static void
+handle(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
+	const struct sockaddr_in *from)
+{
+	unsigned int k = tally_bundle_count(pkt, len);
+
+	a->st.rx++;
+	if (a->conf.loss_up > 0 && draw(a) < a->conf.loss_up) {
+		a->st.lost_up++;
+		return;
+	}
+	if (k > 1)
+		a->st.bundles++;
+	for (unsigned int i = 0; i < k; i++)
+		contribution(a, fd, pkt + i * (k > 1 ? TALLY_HDR_LEN : 0),
+			k > 1 ? TALLY_HDR_LEN : len, from);
 }
 
 /* Takes what socket fd has, a burst at a time, until it has nothing. */

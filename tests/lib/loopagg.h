@@ -35,6 +35,7 @@ struct loopagg_conf {
 struct loopagg_stats {
 	struct tally_agg_stats agg;	/* the engine's counters */
 	uint64_t rx;			/* datagrams received */
+	uint64_t bundles;		/* of them, bundles of contributions */
 	uint64_t tx;			/* datagrams sent */
 	uint64_t lost_up;		/* received, dropped by loss_up */
 	uint64_t lost_down;		/* to send, dropped by loss_down */

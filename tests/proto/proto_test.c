@@ -314,6 +314,61 @@ random_bytes(void **state)
 	}
 }
 
+/*
+ * Bundles (docs/protocol.md): k headers alone back to back, the first a
+ * SPARSE SUM with count 0, 2 <= k <= TALLY_BUNDLE_MAX; anything else is
+ * one packet.
+ */
+static void
+bundles(void **state)
+{
+	static uint8_t b[(TALLY_BUNDLE_MAX + 1) * TALLY_HDR_LEN];
+	struct tally_hdr h = sample();
+	struct tally_hdr d;
+
+	(void)state;
+	h.flags |= TALLY_F_SPARSE;
+	h.count = 0;
+	for (unsigned int k = 0; k <= TALLY_BUNDLE_MAX; k++) {
+		h.slot = (uint16_t)k;
+		tally_hdr_encode(&h, b + k * TALLY_HDR_LEN);
+	}
+	/* Each header of a bundle is a packet of its own. */
+	assert_int_equal(tally_hdr_decode(b + TALLY_HDR_LEN, TALLY_HDR_LEN,
+		&d), TALLY_ST_OK);
+	assert_int_equal(d.slot, 1);
+	assert_int_equal(tally_bundle_count(b, TALLY_HDR_LEN), 1);
+	for (unsigned int k = 2; k <= TALLY_BUNDLE_MAX; k++)
+		assert_int_equal(tally_bundle_count(b, k * TALLY_HDR_LEN), k);
+	/* Too many, not a multiple of 32, or too short. */
+	assert_int_equal(tally_bundle_count(b, (TALLY_BUNDLE_MAX + 1) *
+		TALLY_HDR_LEN), 1);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN + 4), 1);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN - 1), 1);
+	assert_int_equal(tally_bundle_count(b, 0), 1);
+	/* The first header decides: a payload, no SPARSE, not a SUM. */
+	h.slot = 0;
+	h.count = 8;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 1);
+	h.count = 0;
+	h.flags &= (uint8_t)~TALLY_F_SPARSE;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 1);
+	h.flags |= TALLY_F_SPARSE;
+	h.type = TALLY_PT_SUM_RESULT;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 1);
+	/* A later header with a payload is still counted: refused alone. */
+	h.type = TALLY_PT_SUM;
+	tally_hdr_encode(&h, b);
+	h.count = 8;
+	tally_hdr_encode(&h, b + TALLY_HDR_LEN);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 2);
+	assert_int_equal(tally_hdr_decode(b + TALLY_HDR_LEN, TALLY_HDR_LEN,
+		&d), TALLY_ST_BAD_LENGTH);
+}
+
 int
 main(void)
 {
@@ -329,6 +384,7 @@ main(void)
 		cmocka_unit_test(result_encodings),
 		cmocka_unit_test(names),
 		cmocka_unit_test(random_bytes),
+		cmocka_unit_test(bundles),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
