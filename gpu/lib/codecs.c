@@ -466,8 +466,8 @@ allreduce_randk(struct tally_ctx *ctx, struct tally_state *st, float *buf,
 }
 
 /*
- * sparse: the blocks' maxima (and so the tensor's), a MAX round, then
- * the block streams (sparse.c). Error feedback offers v = g + r and keeps
+ * sparse: the blocks' maxima, then the block streams (sparse.c), which
+ * start with the scale round. Error feedback offers v = g + r and keeps
  * v but for what went; DGC's momentum correction offers its accumulation
  * v (u = m u + g, v = v + u) and takes the sent blocks out of u and v.
  */
@@ -476,7 +476,7 @@ allreduce_sparse(struct tally_ctx *ctx, struct tally_state *st, float *buf,
 	size_t n)
 {
 	size_t nb = TALLY_SPARSE_NBLOCKS(n);
-	float global, mine = 0.0f, *bmax, *resid = NULL, *mom = NULL;
+	float *bmax, *resid = NULL, *mom = NULL;
 	int rc;
 
 	if (ctx->elems < TALLY_SPARSE_BLOCK)
@@ -504,14 +504,8 @@ allreduce_sparse(struct tally_ctx *ctx, struct tally_state *st, float *buf,
 		(void)ef_keep(st, buf, n, 0);
 		resid = st->resid;
 	}
-	/* One pass: the blocks' maxima, and so the tensor's. */
 	tally_sparse_block_max(buf, n, bmax);
-	for (size_t b = 0; b < nb; b++)
-		mine = bmax[b] > mine ? bmax[b] : mine;
-	rc = tally_lib_max_round(ctx, mine, &global);
-	if (rc == 0)
-		rc = tally_lib_allreduce_sparse(ctx, buf, n, global, bmax,
-			resid, mom);
+	rc = tally_lib_allreduce_sparse(ctx, buf, n, bmax, resid, mom);
 	if (rc != 0 && rc != -ERANGE)
 		ctx->broken = 1;
 	free(bmax);

@@ -110,6 +110,7 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 		return tally_ctx_open_fail(-EINVAL, "ports %u..%u run past 65535",
 			uc->dp_port, uc->dp_port + uc->dp_nports - 1);
 	uc->bind_port = o->bind_port;
+	ctx->dp_nports = uc->dp_nports;
 	ctx->job = o->job;
 	ctx->token = o->token;
 	ctx->rank = o->rank;

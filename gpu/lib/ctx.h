@@ -41,6 +41,7 @@ struct tally_slot {
 
 struct tally_ctx {
 	struct tally_transport *tp;
+	uint16_t dp_nports;		/* the dataplane's ports (lcores) */
 	uint16_t job;
 	uint64_t token;
 	uint8_t rank;
@@ -107,11 +108,12 @@ struct tally_state {
 };
 
 /*
- * The block-sparse allreduce of buf's n elements (sparse.c), after the
- * MAX round gave global_absmax; bmax holds the blocks' largest
- * magnitudes (tally_sparse_block_max(), borrowed): streams of blocks
- * through the slots, the sums written over buf (zeros where no rank had
- * a block). ctx->fixp must hold n elements. With resid (not NULL, n
+ * The block-sparse allreduce of buf's n elements (sparse.c); bmax holds
+ * the blocks' largest magnitudes (tally_sparse_block_max(), borrowed):
+ * this rank's selection, a MAX round for the scale and the streams'
+ * first blocks, then streams of blocks through the slots, the sums
+ * written over buf (zeros where no rank had a block). ctx->fixp must
+ * hold n elements. With resid (not NULL, n
  * elements, holding what buf holds), the blocks this rank sends take
  * their fixed-point rounding error as residual (resid - sent); with mom
  * as well, mom is zeroed on them (DGC's momentum factor masking).
@@ -119,7 +121,7 @@ struct tally_state {
  * slots are out of step (but -ERANGE: nothing was sent).
  */
 int tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
-	float global_absmax, const float *bmax, float *resid, float *mom);
+	const float *bmax, float *resid, float *mom);
 
 /*
  * Helpers of the entry points (allreduce.c), for the codecs (codecs.c,

@@ -12,9 +12,16 @@
  * not; each contribution names the sender's next selected block of the
  * stream (next_block), and each result names the smallest of those, the
  * next round's block, so the stream visits exactly the union of the
- * ranks' blocks. A first, header-only round per stream tells the first
- * block. Values travel as shared-scale fixed point (one MAX round for the
- * scale first), so the sums are exact and the same on every rank.
+ * ranks' blocks. Values travel as shared-scale fixed point, so the sums
+ * are exact and the same on every rank. One MAX round before the streams
+ * agrees on the scale and on every stream's first block: it carries this
+ * rank's max |x| and, negated, its first selected block of each stream
+ * (so the maximum is the least), and a stream that no rank has a block in
+ * takes no round at all.
+ *
+ * Headers alone (most of the packets) go out in bundles, up to
+ * TALLY_BUNDLE_MAX in a datagram (docs/protocol.md, "Bundles"): those a
+ * burst of results calls for, per dataplane port, share datagrams.
  *
  * One packet is outstanding per stream; a lost contribution or result is
  * recovered by retransmission (flag RETX), the aggregator answering a
@@ -34,6 +41,9 @@
 #include "ctx.h"
 
 #define B	TALLY_SPARSE_BLOCK
+/* A stream's first block in the scale round when a rank has none:
+ * above every block index (those are below 2^24). */
+#define NO_FIRST	16777216.0f
 
 /* One slot's stream, as this rank runs it. */
 struct stream {
@@ -64,6 +74,8 @@ struct srun {
 	int err;
 	unsigned int ntx;
 	struct tally_tx_pkt tx[TALLY_TP_BURST];
+	/* tx[i]'s bundle of headers alone, when iov[1] is empty */
+	uint8_t (*bundle)[TALLY_BUNDLE_MAX * TALLY_HDR_LEN];
 };
 
 static uint64_t
@@ -90,43 +102,74 @@ flush(struct srun *run)
 			run->ctx->tp->name, strerror(-rc));
 }
 
+/*
+ * Adds stream s's header alone to a bundle of this burst for the same
+ * dataplane port, when one has room. Returns 1 when it did.
+ */
+static int
+join_bundle(struct srun *run, uint16_t s)
+{
+	uint16_t np = run->ctx->dp_nports;
+
+	for (unsigned int i = 0; i < run->ntx; i++) {
+		struct tally_tx_pkt *p = &run->tx[i];
+		size_t len = p->iov[0].iov_len;
+
+		if (p->iov[1].iov_len != 0 || p->slot % np != s % np ||
+				len == sizeof(run->bundle[i]))
+			continue;
+		memcpy(run->bundle[i] + len, run->st[s].hdr, TALLY_HDR_LEN);
+		p->iov[0].iov_len = len + TALLY_HDR_LEN;
+		/* The first of the bundle counts when it gets company. */
+		run->ctx->st.bundled += len == TALLY_HDR_LEN ? 2 : 1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Queues stream s's packet: its block, or its header alone, which goes
+ * in a bundle (its header copied) with others of the burst.
+ */
 static void
 queue(struct srun *run, uint16_t s)
 {
 	struct stream *st = &run->st[s];
-	struct tally_tx_pkt *p = &run->tx[run->ntx++];
+	struct tally_tx_pkt *p;
 
+	run->ctx->st.packets_sent++;
+	run->ctx->st.bytes_sent += TALLY_HDR_LEN + st->plen;
+	if (st->plen == 0 && join_bundle(run, s))
+		return;
+	p = &run->tx[run->ntx];
 	p->slot = s;
 	p->iov[0].iov_base = st->hdr;
 	p->iov[0].iov_len = TALLY_HDR_LEN;
 	p->iov[1].iov_base = (void *)(uintptr_t)st->payload;
 	p->iov[1].iov_len = st->plen;
-	run->ctx->st.packets_sent++;
-	run->ctx->st.bytes_sent += TALLY_HDR_LEN + st->plen;
-	if (run->ntx == TALLY_TP_BURST)
+	if (st->plen == 0) {
+		memcpy(run->bundle[run->ntx], st->hdr, TALLY_HDR_LEN);
+		p->iov[0].iov_base = run->bundle[run->ntx];
+	}
+	if (++run->ntx == TALLY_TP_BURST)
 		flush(run);
 }
 
 /*
- * Starts stream s's round on block blk (UINT32_MAX: the first, header-
- * only round): this rank's block when it selected blk, else the header.
+ * Starts stream s's round on block blk: this rank's block when it
+ * selected blk, else the header alone.
  */
 static void
 contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 {
 	struct tally_ctx *ctx = run->ctx;
 	struct stream *st = &run->st[s];
-	uint32_t count = 0, off;
+	uint32_t count = 0, off = blk * B;
 	struct tally_hdr h;
 
-	if (blk == UINT32_MAX) {
-		off = s * B;	/* the stream's first possible block */
-	} else {
-		off = blk * B;
-		if (st->pos < st->nmine && st->mine[st->pos] == blk) {
-			count = run->n - off < B ? (uint32_t)(run->n - off) : B;
-			st->pos++;
-		}
+	if (st->pos < st->nmine && st->mine[st->pos] == blk) {
+		count = run->n - off < B ? (uint32_t)(run->n - off) : B;
+		st->pos++;
 	}
 	h = (struct tally_hdr){
 		.version = TALLY_PROTO_VERSION,
@@ -261,17 +304,26 @@ receive(struct srun *run, uint64_t now, uint64_t until)
 			take(run, rx[i].buf, rx[i].len, now);
 }
 
-/* The streams' rounds, from the first (header-only) to the last. */
+/*
+ * The streams' rounds, from each one's first block (first[s], the least
+ * any rank selected; NO_FIRST: none, the stream is done) to the last.
+ */
 static int
-run_streams(struct srun *run)
+run_streams(struct srun *run, const float *first)
 {
 	struct tally_ctx *ctx = run->ctx;
 	uint64_t timeout_ns = (uint64_t)ctx->timeout_ms * 1000000u;
 	uint64_t now = now_ns();
 
 	run->progress_ns = now;
-	for (uint32_t s = 0; s < run->w && run->err == 0; s++)
-		contribute(run, (uint16_t)s, UINT32_MAX, now);
+	for (uint32_t s = 0; s < run->w && run->err == 0; s++) {
+		if (-first[s] == NO_FIRST) {
+			run->st[s].done = 1;
+			run->left--;
+		} else {
+			contribute(run, (uint16_t)s, (uint32_t)-first[s], now);
+		}
+	}
 	flush(run);
 	while (run->left > 0 && run->err == 0) {
 		uint64_t next = UINT64_MAX, until = run->progress_ns + timeout_ns;
@@ -316,30 +368,49 @@ take_sent(float *resid, float *mom, const int32_t *q, const uint32_t *blocks,
 	}
 }
 
+/*
+ * The scale round: vals[0] is this rank's largest magnitude, vals[1 + s]
+ * minus its first selected block of stream s (-NO_FIRST: none). Their
+ * maxima over the ranks come back in place: the global max |x|, and
+ * minus each stream's least first block. Block indices are below 2^24
+ * (n < 2^32), so floats hold them exactly.
+ */
+static int
+scale_round(struct srun *run, float *vals)
+{
+	struct tally_round r = {
+		.type = TALLY_PT_MAX, .enc = TALLY_ENC_F32,
+		.src = vals, .dst = vals, .n = (size_t)run->w + 1,
+	};
+
+	for (uint32_t s = 0; s < run->w; s++)
+		vals[1 + s] = -(run->st[s].nmine > 0 ?
+			(float)run->st[s].mine[0] : NO_FIRST);
+	return tally_lib_run(run->ctx, &r);
+}
+
 int
 tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
-	float global_absmax, const float *bmax, float *resid, float *mom)
+	const float *bmax, float *resid, float *mom)
 {
 	struct tally_sparse_params p = { .seed = ctx->codec.seed };
 	size_t nblocks = TALLY_SPARSE_NBLOCKS(n);
 	uint32_t *blocks = NULL, *bystream = NULL, *count = NULL;
 	struct srun run = { .ctx = ctx, .buf = buf, .n = n };
+	float thr, *vals = NULL;
 	size_t nsel = 0;
-	float thr;
 	int rc;
 
-	if (tally_fixp_exponent(global_absmax, ctx->world, &run.e) != 0)
-		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over all "
-			"ranks is %g: no fixed-point scale for it",
-			global_absmax);
 	run.w = ctx->window < nblocks ? ctx->window : (uint32_t)nblocks;
 	run.left = run.w;
 	blocks = malloc(nblocks * sizeof(*blocks));
 	bystream = malloc(nblocks * sizeof(*bystream));
 	count = calloc((size_t)run.w + 1, sizeof(*count));
 	run.st = calloc(run.w, sizeof(*run.st));
+	run.bundle = malloc(TALLY_TP_BURST * sizeof(*run.bundle));
+	vals = malloc(((size_t)run.w + 1) * sizeof(*vals));
 	if (blocks == NULL || bystream == NULL || count == NULL ||
-			run.st == NULL) {
+			run.st == NULL || run.bundle == NULL || vals == NULL) {
 		rc = tally_ctx_fail(ctx, -ENOMEM, "out of memory for %zu "
 			"blocks", nblocks);
 		goto out;
@@ -357,9 +428,12 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 		goto out;
 	}
 	/* A block holds an element >= thr iff its largest does. */
-	for (size_t b = 0; b < nblocks; b++)
+	vals[0] = 0.0f;
+	for (size_t b = 0; b < nblocks; b++) {
 		if (bmax[b] >= thr)
 			blocks[nsel++] = (uint32_t)b;
+		vals[0] = bmax[b] > vals[0] ? bmax[b] : vals[0];
+	}
 	/* Grouped by stream, each group ascending (a counting sort). */
 	for (size_t i = 0; i < nsel; i++)
 		count[blocks[i] % run.w + 1]++;
@@ -371,6 +445,15 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 	}
 	for (size_t i = 0; i < nsel; i++)
 		bystream[count[blocks[i] % run.w]++] = blocks[i];
+	rc = scale_round(&run, vals);
+	if (rc != 0)
+		goto out;
+	/* An infinity: nothing was sent, the context stays usable. */
+	if (tally_fixp_exponent(vals[0], ctx->world, &run.e) != 0) {
+		rc = tally_ctx_fail(ctx, -ERANGE, "the largest |x| over all "
+			"ranks is %g: no fixed-point scale for it", vals[0]);
+		goto out;
+	}
 	/* The selected blocks as fixed point; the sums come back over zeros. */
 	for (size_t i = 0; i < nsel; i++) {
 		size_t off = (size_t)blocks[i] * B;
@@ -382,11 +465,13 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 	if (resid != NULL)
 		take_sent(resid, mom, ctx->fixp, blocks, nsel, n, run.e);
 	memset(buf, 0, n * sizeof(*buf));
-	rc = run_streams(&run);
+	rc = run_streams(&run, vals + 1);
 out:
 	free(blocks);
 	free(bystream);
 	free(count);
 	free(run.st);
+	free(run.bundle);
+	free(vals);
 	return rc;
 }

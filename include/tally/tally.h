@@ -258,6 +258,10 @@ struct tally_ctx_stats {
 	uint64_t nacks;		/* NACKs received for this worker */
 	uint64_t bytes_sent;	/* UDP payload bytes sent */
 	uint64_t bytes_received; /* UDP payload bytes received */
+	uint64_t bundled;	/* of packets_sent, those that shared a
+				 * datagram with others (block-sparse
+				 * headers alone, docs/protocol.md
+				 * "Bundles") */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

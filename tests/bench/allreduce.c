@@ -751,14 +751,15 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 	}
 	printf("stats: packets_sent %llu, retransmits %llu, results %llu, "
 		"duplicates %llu, nacks %llu, bytes_sent %llu, "
-		"bytes_received %llu\n",
+		"bytes_received %llu, bundled %llu\n",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
 		(unsigned long long)s->duplicates,
 		(unsigned long long)s->nacks,
 		(unsigned long long)s->bytes_sent,
-		(unsigned long long)s->bytes_received);
+		(unsigned long long)s->bytes_received,
+		(unsigned long long)s->bundled);
 	if (ok)
 		printf("check: %s\n", a->check);
 	else
@@ -792,14 +793,16 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 	}
 	printf(",\"stats\":{\"packets_sent\":%llu,\"retransmits\":%llu,"
 		"\"results\":%llu,\"duplicates\":%llu,\"nacks\":%llu,"
-		"\"bytes_sent\":%llu,\"bytes_received\":%llu},",
+		"\"bytes_sent\":%llu,\"bytes_received\":%llu,"
+		"\"bundled\":%llu},",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
 		(unsigned long long)s->duplicates,
 		(unsigned long long)s->nacks,
 		(unsigned long long)s->bytes_sent,
-		(unsigned long long)s->bytes_received);
+		(unsigned long long)s->bytes_received,
+		(unsigned long long)s->bundled);
 	printf(ok ? "\"check\":" : "\"error\":");
 	bench_json_string(stdout, a->check);
 	printf("}\n");

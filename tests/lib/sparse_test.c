@@ -36,6 +36,7 @@ struct rank {
 	float *buf;
 	int rc;
 	char err[256];
+	struct tally_ctx_stats st;
 };
 
 static uint64_t
@@ -81,6 +82,7 @@ rank_main(void *arg)
 	}
 	k->rc = tally_allreduce(ctx, k->buf, N);
 	snprintf(k->err, sizeof(k->err), "%s", tally_ctx_error(ctx));
+	tally_ctx_stats(ctx, &k->st);
 	tally_ctx_close(ctx);
 	return NULL;
 }
@@ -96,8 +98,9 @@ one(const char *spec, double loss)
 	struct bench_codec_ref cr = { .world = WORLD, .n = N, .gen = gen };
 	struct loopagg *a = loopagg_start(&ac);
 	float *ref = malloc(N * sizeof(float));
+	struct loopagg_stats as;
 	struct rank k[WORLD];
-	size_t nonzero = 0;
+	size_t nonzero = 0, ublocks = 0;
 
 	assert_non_null(a);
 	assert_non_null(ref);
@@ -106,6 +109,15 @@ one(const char *spec, double loss)
 	assert_int_equal(bench_codec_reference(&cr, ref), 0);
 	for (size_t i = 0; i < N; i++)
 		nonzero += ref[i] != 0.0f;
+	/* The union of the selections: the blocks that come back summed. */
+	for (size_t b = 0; b < TALLY_SPARSE_NBLOCKS(N); b++) {
+		size_t b1 = (b + 1) * TALLY_SPARSE_BLOCK;
+		int any = 0;
+
+		for (size_t i = b * TALLY_SPARSE_BLOCK; i < b1 && i < N; i++)
+			any |= ref[i] != 0.0f;
+		ublocks += any;
+	}
 	/* Some blocks travel, far from all. */
 	assert_true(nonzero > 0 && nonzero < N / 2);
 	for (unsigned int r = 0; r < WORLD; r++) {
@@ -125,7 +137,7 @@ one(const char *spec, double loss)
 	}
 	for (unsigned int r = 0; r < WORLD; r++)
 		pthread_join(k[r].thread, NULL);
-	loopagg_stop(a, NULL);
+	loopagg_stop(a, &as);
 	for (unsigned int r = 0; r < WORLD; r++) {
 		if (k[r].rc != 0)
 			fail_msg("%s: rank %u: %d (%s)", spec, r, k[r].rc,
@@ -133,8 +145,17 @@ one(const char *spec, double loss)
 		if (memcmp(k[r].buf, ref, N * sizeof(float)) != 0)
 			fail_msg("%s: rank %u differs from the reference", spec,
 				r);
+		/* Headers alone went in bundles (docs/protocol.md). */
+		assert_true(k[r].st.bundled > 0);
 		free(k[r].buf);
 	}
+	assert_true(as.bundles > 0);
+	/*
+	 * One round a block of the union, and the scale round (which also
+	 * agreed on the streams' first blocks): no round for a stream
+	 * nobody had a block in, and none to find the first blocks.
+	 */
+	assert_int_equal(as.agg.completed, ublocks + 1);
 	free(ref);
 }
 
