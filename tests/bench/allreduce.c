@@ -60,7 +60,11 @@ struct ar_opts {
 	const char *codec;		/* --codec SPEC (with --dp) */
 	int narrow;			/* --narrow: the job's results are */
 	unsigned long reopen;		/* joins again after a failure */
+	double noise;			/* f32 tensors: a shared one plus
+					 * noise x the rank's own; < 0: the
+					 * rank's own alone */
 	unsigned long pause_ms;		/* between iterations */
+	int no_barrier;			/* time without a barrier first */
 };
 
 #define GIVEN_DP	1u
@@ -107,6 +111,8 @@ static const struct option long_opts[] = {
 	{ "pause-ms", required_argument, NULL, 'P' },
 	{ "codec", required_argument, NULL, 'C' },
 	{ "narrow", no_argument, NULL, 'N' },
+	{ "noise", required_argument, NULL, 'O' },
+	{ "no-barrier", no_argument, NULL, 'B' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -142,12 +148,22 @@ usage(FILE *f)
 		"                           redo it, up to N times (--url "
 		"only)\n"
 		"  --pause-ms N             sleep between iterations\n"
+		"  --no-barrier             start each timed allreduce "
+		"without a\n"
+		"                           barrier (a 1-element allreduce) "
+		"first\n"
 		"  --codec SPEC             f32 through this codec "
 		"(<tally/codec.h>;\n"
 		"                           with --url the job's codec "
 		"applies)\n"
 		"  --narrow                 the job returns narrow sums "
 		"(with --dp)\n"
+		"  --noise S                f32 tensors as data-parallel "
+		"workers'\n"
+		"                           gradients: one shared tensor plus "
+		"S times\n"
+		"                           the rank's own (default: the "
+		"rank's own)\n"
 		"  --rank R                 this worker's rank, 0..W-1\n"
 		"  --world W                members of the job, 1..%u\n"
 		"  --size BYTES             tensor size, suffix K, M or G "
@@ -324,6 +340,22 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 		return 0;
 	case 'R':
 		return bench_parse_uint("reopen", arg, 0, 1000, &o->reopen);
+	case 'B':
+		o->no_barrier = 1;
+		return 0;
+	case 'O': {
+		char *tail;
+
+		errno = 0;
+		o->noise = strtod(arg, &tail);
+		if (*arg == '\0' || *tail != '\0' || errno != 0 ||
+				!(o->noise >= 0) || o->noise > 1e6) {
+			fprintf(stderr, "--noise: '%s' is not a number in "
+				"[0, 1e6]\n", arg);
+			return -1;
+		}
+		return 0;
+	}
 	case 'P':
 		return bench_parse_uint("pause-ms", arg, 0, 3600000,
 			&o->pause_ms);
@@ -388,7 +420,8 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 	int c;
 
 	*o = (struct ar_opts){ .dp_port = TALLY_UDP_PORT, .dp_nports = 1,
-		.size = DEFAULT_SIZE, .f32 = 1, .iters = 3, .seed = 1 };
+		.size = DEFAULT_SIZE, .f32 = 1, .iters = 3, .seed = 1,
+		.noise = -1 };
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
@@ -441,30 +474,45 @@ mix(uint64_t z)
 }
 
 /*
+ * An f32 element from a draw h: a normal-ish spread in [-1, 1] (the sum
+ * of three uniforms), one element in 1024 an outlier up to 16x larger,
+ * as gradients have.
+ */
+static float
+gen_f32_of(uint64_t h)
+{
+	float x = ((float)(h & 0xffff) + (float)(h >> 16 & 0xffff) +
+		(float)(h >> 32 & 0xffff)) / 98304.0f - 1.0f;
+
+	if ((h >> 48 & 0x3ff) == 0)
+		x *= (float)(2 + (h >> 60));
+	return x;
+}
+
+/*
  * Elements [i0, i0 + n) of rank r's tensor, from (seed, r) and the index
- * only, so any piece can be made on its own. f32: a normal-ish spread in
- * [-1, 1] (the sum of three uniforms), one element in 1024 an outlier up
- * to 16x larger, as gradients have. i32: any bits (sums wrap).
+ * only, so any piece can be made on its own. f32: the rank's own draws
+ * (gen_f32_of()), or with --noise S, as data-parallel workers' gradients
+ * are (the same step's gradient on other minibatches): one tensor shared
+ * by every rank plus S times the rank's own. i32: any bits (sums wrap).
  */
 static void
 gen(const struct ar_opts *o, unsigned int r, size_t i0, size_t n, void *out)
 {
 	uint64_t key = mix(o->seed ^ mix((uint64_t)r + 1));
+	uint64_t shared = mix(o->seed ^ mix(0));	/* no rank's key */
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		uint64_t h = mix(key ^ (i0 + i));
-		float x;
 
-		if (!o->f32) {
+		if (!o->f32)
 			((int32_t *)out)[i] = (int32_t)(uint32_t)h;
-			continue;
-		}
-		x = ((float)(h & 0xffff) + (float)(h >> 16 & 0xffff) +
-			(float)(h >> 32 & 0xffff)) / 98304.0f - 1.0f;
-		if ((h >> 48 & 0x3ff) == 0)
-			x *= (float)(2 + (h >> 60));
-		((float *)out)[i] = x;
+		else if (o->noise < 0)
+			((float *)out)[i] = gen_f32_of(h);
+		else
+			((float *)out)[i] = gen_f32_of(mix(shared ^ (i0 + i))) +
+				(float)o->noise * gen_f32_of(h);
 	}
 }
 
@@ -591,10 +639,28 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 		if (it > 0 && o->pause_ms > 0)
 			usleep((useconds_t)(o->pause_ms * 1000));
 		memcpy(a->buf, a->input, a->n * 4);
+		/*
+		 * The ranks start together, as the peers' benchmarks do
+		 * (a barrier, then the clock): a 1-element i32 sum. Not
+		 * timed; it takes no codec draw.
+		 */
+		rc = 0;
+		if (!o->no_barrier) {
+			int32_t one = 1;
+
+			rc = tally_allreduce_i32(ctx, &one, 1);
+			if (rc == 0 && one != (int32_t)o->world) {
+				snprintf(a->check, sizeof(a->check), "the "
+					"barrier summed %d, not %lu", one,
+					o->world);
+				return -EPROTO;
+			}
+		}
 		t0 = bench_now_ns();
 		/* f32 goes through the job's codec (fixp: the f32 sum). */
-		rc = o->f32 ? tally_allreduce(ctx, a->buf, a->n) :
-			tally_allreduce_i32(ctx, a->buf, a->n);
+		if (rc == 0)
+			rc = o->f32 ? tally_allreduce(ctx, a->buf, a->n) :
+				tally_allreduce_i32(ctx, a->buf, a->n);
 		a->secs[it] = (double)(bench_now_ns() - t0) * 1e-9;
 		if (rc != 0 && reopened < o->reopen) {
 			printf("reopen: iteration %lu failed: %s (%s)\n",
