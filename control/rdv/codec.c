@@ -190,6 +190,7 @@ tally_codec_parse(const char *spec, struct tally_codec *c, char *why,
 	c->density = DEFAULT_DENSITY;
 	c->threshold = TALLY_CODEC_DEF_THRESHOLD;
 	c->rank = TALLY_CODEC_DEF_RANK;
+	c->est = TALLY_CODEC_DEF_EST;
 	tok = strtok_r(buf, ",", &save);
 	if (tok == NULL)
 		return bad(why, wlen, "a codec spec is NAME[,KEY=VALUE]...");
@@ -272,7 +273,7 @@ tally_codec_format(const struct tally_codec *c, char *buf, size_t len)
 	if (c->kind != TALLY_CODEC_FIXP && c->seed != 0)
 		n += (size_t)snprintf(tmp + n, sizeof(tmp) - n, ",seed=%llu",
 			(unsigned long long)c->seed);
-	if (c->kind == TALLY_CODEC_SPARSE && c->est != TALLY_EST_SIDCO_EXP)
+	if (c->kind == TALLY_CODEC_SPARSE && c->est != TALLY_CODEC_DEF_EST)
 		n += (size_t)snprintf(tmp + n, sizeof(tmp) - n, ",est=%s",
 			ests[c->est]);
 	if (c->kind == TALLY_CODEC_2BIT &&

@@ -63,9 +63,9 @@ good_specs(void **state)
 	canonical("sign", "sign");
 	canonical("randk,density=0.01", "randk");
 	canonical("randk,seed=3,density=0.25", "randk,density=0.25,seed=3");
-	canonical("sparse,est=sidco-gpd,density=0.001",
-		"sparse,density=0.001,est=sidco-gpd");
-	canonical("sparse,est=sidco-exp", "sparse");
+	canonical("sparse,est=sidco-exp,density=0.001",
+		"sparse,density=0.001,est=sidco-exp");
+	canonical("sparse,est=sidco-gpd", "sparse");
 	canonical("sparse,est=topk,density=1", "sparse,density=1,est=topk");
 	canonical("sparse,seed=18446744073709551615",
 		"sparse,seed=18446744073709551615");
