@@ -35,7 +35,7 @@ for spec in q16 q8,seed=5 q4,seed=99 ternary,seed=3 sign; do
 done
 run_codec randk,density=0.05,seed=11 false
 run_codec sparse,density=0.02,est=topk false
-run_codec sparse,density=0.05,est=sidco-gpd false
+run_codec sparse,density=0.05 false
 # With memory.
 run_codec 2bit,threshold=0.25 false 3
 run_codec 2bit,threshold=0.25 true 3
@@ -44,7 +44,7 @@ run_codec ternary,ef=1,seed=3 true 3
 run_codec sign,ef=1 false 3
 run_codec randk,density=0.05,ef=1 false 3
 run_codec sparse,density=0.02,est=topk,ef=1 false 3
-run_codec sparse,density=0.05,est=sidco-gpd,momentum=0.9 false 3
+run_codec sparse,density=0.05,est=sidco-exp,momentum=0.9 false 3
 run_codec powersgd false 3
 run_codec powersgd,rank=2,ef=0,seed=4 false 3
 finish
