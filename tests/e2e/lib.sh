@@ -46,13 +46,21 @@ skip_unless_root() {
 # dp_start [EXTRA tally-dp options]: starts tally-dp on the testbed port
 # (with each PMD of TALLY_PMD in turn until one comes up; af_packet by
 # default) and waits for its admin socket. DP_LCORES overrides -l 0,1;
-# DP_VDEV_ARGS is appended to the vdev (e.g. ,qpairs=2).
+# DP_VDEV_ARGS is appended to the vdev (e.g. ,qpairs=2). net_af_packet
+# gets a ring of 4096 frames (framecnt; 512 by default): its ring drops
+# what does not fit, uncounted, and a few members with windows of
+# hundreds of slots fill 512 at once.
 dp_start() {
-	local pmd
+	local pmd args
 	for pmd in ${TALLY_PMD:-net_af_packet}; do
+		args=${DP_VDEV_ARGS:-}
+		case $pmd,$args in
+		net_af_packet,*framecnt=*) ;;
+		net_af_packet,*) args="$args,framecnt=4096" ;;
+		esac
 		"$DP_BIN" ${DP_LCORES:--l 0,1} --no-huge --no-shconf -m 1024 --no-pci \
 			--file-prefix "tally-e2e-$$" --log-level 'pmd.*:error' \
-			--vdev "${pmd}0,iface=$TESTBED_DP_IF${DP_VDEV_ARGS:-}" -- \
+			--vdev "${pmd}0,iface=$TESTBED_DP_IF$args" -- \
 			--addr "$TESTBED_DP_IP" --admin "$DP_SOCK" \
 			--idle-us 50 --mtu "${TESTBED_MTU:-1500}" "$@" \
 			>"$WORK/dp.log" 2>&1 &
