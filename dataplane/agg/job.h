@@ -59,32 +59,16 @@ struct tally_set {
 _Static_assert(sizeof(struct tally_set) == 32,
 	"both sets of a slot share a cache line");
 
-/*
- * Counters of one job on one lcore (a row). The engine never touches
- * them; tally-dp's lcores count verdicts into their own row, and readers
- * sum the rows. Cache-aligned so no two lcores share a line.
- */
-struct tally_job_ctr {
-	uint64_t contributions;	/* contributions counted into a slot */
-	uint64_t elements;	/* their elements */
-	uint64_t bytes_in;	/* their UDP payload bytes */
-	uint64_t rounds;	/* rounds completed */
-	uint64_t results;	/* result frames sent (resent ones too) */
-	uint64_t bytes_out;	/* their UDP payload bytes */
-	uint64_t resent;	/* retransmissions answered from a stored result */
-	uint64_t nacks;		/* refusals answered with a NACK */
-	uint64_t drops;		/* refusals once the job was known: token,
-				 * rank, source */
-} __attribute__((aligned(64)));
-
 struct tally_job {
 	struct tally_job_conf conf;
 	struct tally_set *sets;	/* [slot * 2 + set] */
 	uint32_t *lanes;	/* [(slot * 2 + set) * stride] */
 	uint32_t stride;	/* lanes a set, max_elems rounded up to 16 */
-	struct tally_job_ctr *ctr; /* [lcore] rows, owned by whoever hung
-				    * them here (tally-dp's jobs.c); NULL
-				    * from tally_job_create() */
+	void *ext;		/* the dataplane's part of the job (tally-dp:
+				 * counters, result headers), owned by
+				 * whoever hung it here; NULL from
+				 * tally_job_create(). The engine never
+				 * touches it */
 };
 
 /*

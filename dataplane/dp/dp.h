@@ -60,13 +60,30 @@ struct tally_dp_job {
 };
 
 /*
- * tally-dp's part of a job, beside the engine's struct tally_job: the
- * job's counter rows, one a worker lcore, and the headers of its result
- * frames, one template a member (and one for its multicast group), built
- * once when the job is added (jobs.c). job->ctr points at ctr, the first
- * field, so an lcore that reached the job through the job table reaches
- * the rest (tally_dp_jobx()). Immutable but for the counters; freed with
- * the job, after the grace period.
+ * Counters of one job on one lcore (a row): each lcore counts verdicts
+ * into its own row, and readers sum the rows. Cache-aligned so no two
+ * lcores share a line.
+ */
+struct tally_job_ctr {
+	uint64_t contributions;	/* contributions counted into a slot */
+	uint64_t elements;	/* their elements */
+	uint64_t bytes_in;	/* their UDP payload bytes */
+	uint64_t rounds;	/* rounds completed */
+	uint64_t results;	/* result frames sent (resent ones too) */
+	uint64_t bytes_out;	/* their UDP payload bytes */
+	uint64_t resent;	/* retransmissions answered from a stored result */
+	uint64_t nacks;		/* refusals answered with a NACK */
+	uint64_t drops;		/* refusals once the job was known: token,
+				 * rank, source */
+} __attribute__((aligned(64)));
+
+/*
+ * tally-dp's part of a job, beside the engine's struct tally_job (which
+ * holds it in job->ext): the job's counter rows, one a worker lcore, and
+ * the headers of its result frames, one template a member (and one for
+ * its multicast group), built once when the job is added (jobs.c).
+ * Immutable but for the counters; freed with the job, after the grace
+ * period.
  */
 struct tally_dp_jobx {
 	struct tally_job_ctr ctr[TALLY_DP_MAX_WORKERS];
@@ -75,14 +92,11 @@ struct tally_dp_jobx {
 	struct rte_ether_addr group_mac;
 };
 
-_Static_assert(offsetof(struct tally_dp_jobx, ctr) == 0,
-	"job->ctr is the address of the job's tally_dp_jobx");
-
 /* The tally-dp part of a job that tally_dp_job_add() made. */
 static inline struct tally_dp_jobx *
 tally_dp_jobx(const struct tally_job *job)
 {
-	return (struct tally_dp_jobx *)(void *)job->ctr;
+	return job->ext;
 }
 
 struct tally_dp {

@@ -6,10 +6,10 @@
  * every worker lcore to pass a quiescent state (RCU QSBR), and only then
  * frees the old table and any removed job. Lcores never lock.
  *
- * Each job gets tally-dp's part (struct tally_dp_jobx: a row of counters
- * per worker lcore, which job->ctr points at, and the headers of its
- * result frames, one template a member), allocated with it and freed with
- * it, after the grace period. A job changed is a job removed and added
+ * Each job gets tally-dp's part (struct tally_dp_jobx, in job->ext: a
+ * row of counters per worker lcore, and the headers of its result frames,
+ * one template a member), allocated with it and freed with it, after the
+ * grace period. A job changed is a job removed and added
  * again: its templates are never rewritten while an lcore may read them.
  */
 #include <errno.h>
@@ -115,7 +115,7 @@ job_new(const struct tally_dp *dp, const struct tally_job_conf *conf)
 		return NULL;
 	}
 	jobx_init(dp, x, &job->conf);
-	job->ctr = x->ctr;
+	job->ext = x;
 	return job;
 }
 

@@ -183,7 +183,7 @@ contribution(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		&v);
 	if (v.job == NULL)
 		return;
-	c = &v.job->ctr[lc->index];
+	c = &tally_dp_jobx(v.job)->ctr[lc->index];
 	count(c, k, &v, rx);
 	/* Proven members (and their duplicates) teach us their MAC. */
 	if (k != TALLY_V_DROP || v.status == TALLY_ST_OK)

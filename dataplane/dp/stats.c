@@ -109,7 +109,7 @@ tally_dp_job_counters(const struct tally_dp *dp, const struct tally_job *job,
 
 		for (uint16_t i = 0; i < dp->nworkers; i++)
 			v += *(const volatile uint64_t *)((const char *)
-				&job->ctr[i] + job_fields[k].off);
+				&tally_dp_jobx(job)->ctr[i] + job_fields[k].off);
 		out[k].name = job_fields[k].name;
 		out[k].value = v;
 	}

@@ -500,8 +500,8 @@ bundles(void **state)
 	}
 	job = tally_jobtab_lookup(atomic_load(&dp.tab), 17);
 	assert_non_null(job);
-	assert_int_equal(job->ctr[0].contributions, 2 * WORLD);
-	assert_int_equal(job->ctr[0].rounds, 2);
+	assert_int_equal(tally_dp_jobx(job)->ctr[0].contributions, 2 * WORLD);
+	assert_int_equal(tally_dp_jobx(job)->ctr[0].rounds, 2);
 	assert_int_equal(tally_dp_job_del(&dp, 17), 0);
 	assert_pools_full();
 }
