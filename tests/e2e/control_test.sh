@@ -134,12 +134,12 @@ before_tok=$(dp_counter drop_bad_token)
 before_src=$(dp_counter drop_bad_source)
 # A member's address with a wrong token...
 worker 0 1 "0000000000000001" 0 4 "$WORK/wrongtok" --type i32 --size 64K \
-	--iters 1 --timeout-ms 500
+	--iters 1 --timeout-ms 500 --no-barrier
 wait "$WPID"
 rc1=$?
 # ...and the right token from a host that is not a member (worker 5).
 worker 4 1 "$WIRE" 0 4 "$WORK/nonmember" --type i32 --size 64K \
-	--iters 1 --timeout-ms 500
+	--iters 1 --timeout-ms 500 --no-barrier
 wait "$WPID"
 rc2=$?
 sleep 0.5

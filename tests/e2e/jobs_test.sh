@@ -103,7 +103,7 @@ ok $? "telemetry /tally/jobs shows the same counters"
 before=$(dp_counter drop_bad_token)
 jbefore=$(job_ctr 2 drops)
 worker 2 2 "$T1" 0 2 "$WORK/bad" --type i32 --size 64K --iters 1 \
-	--timeout-ms 500
+	--timeout-ms 500 --no-barrier
 wait "$WPID"
 rc=$?
 after=$(dp_counter drop_bad_token)
@@ -120,7 +120,7 @@ before=$(dp_counter drop_bad_source)
 jbefore=$(job_ctr 2 drops)
 c1=$(job_ctr 1 contributions)
 worker 0 2 "$T2" 0 2 "$WORK/spoof" --type i32 --size 64K --iters 1 \
-	--timeout-ms 500
+	--timeout-ms 500 --no-barrier
 wait "$WPID"
 rc=$?
 after=$(dp_counter drop_bad_source)
