@@ -30,6 +30,7 @@
 
 #include <tally/feedback.h>
 #include <tally/fixp.h>
+#include <tally/powersgd.h>
 #include <tally/quant.h>
 #include <tally/sparse.h>
 
@@ -269,7 +270,12 @@ struct tput_ctx {
 	int tern_exp;		/* 2-bit threshold's exponent */
 	float qscale;		/* q8's scale (wide, 127 levels) */
 	float qscale4;		/* q4's (7 levels) */
+	/* PowerSGD at rank PSGD_RANK: the near-square view, P and Q. */
+	uint32_t rows, cols;
+	float *p, *pq;
 };
+
+#define PSGD_RANK	4
 
 static volatile float tput_sink;
 
@@ -385,6 +391,25 @@ run_quant_decode_i8(struct tput_ctx *c)
 	tally_quant_decode_i8(c->q8, c->y, c->n, c->qscale);
 }
 
+static void
+run_psgd_p(struct tput_ctx *c)
+{
+	tally_psgd_p(c->x, c->n, c->rows, c->cols, c->pq, PSGD_RANK, c->p);
+}
+
+static void
+run_psgd_q(struct tput_ctx *c)
+{
+	tally_psgd_q(c->x, c->n, c->rows, c->cols, c->p, PSGD_RANK, c->pq);
+}
+
+static void
+run_psgd_decompress(struct tput_ctx *c)
+{
+	tally_psgd_decompress(c->p, c->pq, c->rows, c->cols, PSGD_RANK, 1.0f,
+		c->y, c->n);
+}
+
 static const struct tput_row {
 	const char *name;
 	const char *what;
@@ -410,6 +435,10 @@ static const struct tput_row {
 		run_quant_encode_i8 },
 	{ "quant-encode-i4", "q4: stochastic i4 nibbles", run_quant_encode_i4 },
 	{ "quant-decode-i8", "q8: narrow i8 sums -> f32", run_quant_decode_i8 },
+	{ "psgd-p", "PowerSGD rank 4: P = M Q", run_psgd_p },
+	{ "psgd-q", "PowerSGD rank 4: Q = M^T P", run_psgd_q },
+	{ "psgd-decompress", "PowerSGD rank 4: P Q^T -> f32",
+		run_psgd_decompress },
 };
 
 static void
@@ -428,9 +457,16 @@ tput_table(const float *x, size_t n, unsigned int reps)
 	c.u = calloc(n, sizeof(*c.u));
 	c.q8 = malloc(n);
 	c.mask = malloc(n);
+	if (tally_psgd_shape(n, 0, &c.rows, &c.cols) != 0) {
+		fprintf(stderr, "codecs: no PowerSGD view of %zu elements\n",
+			n);
+		exit(BENCH_EXIT_FAIL);
+	}
+	c.p = malloc((size_t)c.rows * PSGD_RANK * sizeof(*c.p));
+	c.pq = malloc((size_t)c.cols * PSGD_RANK * sizeof(*c.pq));
 	if (t == NULL || c.q == NULL || c.y == NULL || c.bitmap == NULL ||
 	    c.blocks == NULL || c.bmax == NULL || c.r == NULL || c.u == NULL ||
-	    c.q8 == NULL || c.mask == NULL) {
+	    c.q8 == NULL || c.mask == NULL || c.p == NULL || c.pq == NULL) {
 		fprintf(stderr, "codecs: out of memory\n");
 		exit(BENCH_EXIT_FAIL);
 	}
@@ -446,6 +482,9 @@ tput_table(const float *x, size_t n, unsigned int reps)
 		c.qscale = 1.0f;
 	if (tally_quant_scale(c.absmax, 7, &c.qscale4) != 0)
 		c.qscale4 = 1.0f;
+	tally_psgd_init_q(c.pq, c.cols, PSGD_RANK, 7);
+	run_psgd_p(&c);		/* q and decompress read P */
+	tally_psgd_orthonormalize(c.p, c.rows, PSGD_RANK);
 	printf("\n== CPU throughput, %zu f32 elements (%.0f MB), median of "
 		"%u\n", n, n * 4 / 1e6, reps);
 	printf("%-16s %8s %9s  %s\n", "codec pass", "GB/s", "ms/call", "what");
@@ -465,6 +504,8 @@ tput_table(const float *x, size_t n, unsigned int reps)
 	}
 	free(t);
 	free(c.q);
+	free(c.p);
+	free(c.pq);
 	free(c.y);
 	free(c.bitmap);
 	free(c.blocks);
