@@ -191,15 +191,10 @@ struct tally_round {
  *   fresh packets (at least 2 srtt: a round waits for its slowest
  *   member; never below the configured rto_us);
  * - tally_lib_back_off(): a packet's timeout rto_us doubled (capped),
- *   which fresh packets keep too until the next sample (Karn);
- * - tally_lib_stuck(): whether nothing at all came back since
- *   progress_ns for half a fresh timeout: then a member is late far more
- *   often than every packet lost, and only one packet should go again.
+ *   which fresh packets keep too until the next sample (Karn).
  */
 void tally_lib_rtt_sample(struct tally_ctx *ctx, uint64_t rtt_ns);
 uint32_t tally_lib_back_off(struct tally_ctx *ctx, uint32_t rto_us);
-int tally_lib_stuck(const struct tally_ctx *ctx, uint64_t progress_ns,
-	uint64_t now);
 
 /*
  * Runs r: sends chunk c of ctx->elems elements (the last one shorter) to

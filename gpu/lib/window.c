@@ -189,7 +189,7 @@ static void
 retransmit(struct run *run, uint64_t now)
 {
 	struct tally_ctx *ctx = run->ctx;
-	int stuck = tally_lib_stuck(ctx, run->progress_ns, now);
+	int stuck = now - run->progress_ns >= (uint64_t)ctx->rto_us * 500;
 	uint64_t next = UINT64_MAX;
 	uint32_t probe = UINT32_MAX;
 	uint16_t s;
@@ -218,12 +218,6 @@ retransmit(struct run *run, uint64_t now)
 			next = slot->deadline_ns;
 	}
 	run->scan_ns = next;
-}
-
-int
-tally_lib_stuck(const struct tally_ctx *ctx, uint64_t progress_ns, uint64_t now)
-{
-	return now - progress_ns >= (uint64_t)ctx->rto_us * 500;
 }
 
 void
