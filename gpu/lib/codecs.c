@@ -70,30 +70,38 @@ struct quant_call {
 	uint8_t res_enc;
 };
 
+/* The quantizers' decoders over bytes, as ef_resid() takes them. */
+static void
+dec_q16(const uint8_t *src, float *x, size_t n, float scale)
+{
+	tally_quant_decode_i16((const int16_t *)(const void *)src, x, n,
+		scale);
+}
+
+static void
+dec_q8(const uint8_t *src, float *x, size_t n, float scale)
+{
+	tally_quant_decode_i8((const int8_t *)src, x, n, scale);
+}
+
 /*
- * r[i] = v[i] - own[i] for the count elements at off, own decoded from
- * this rank's encoding at src (enc, packed as the wire packs it).
+ * Error feedback's end for a chunk of count elements: r[i] = v[i] -
+ * own[i], own being what this rank's encoding of the chunk (at src, in
+ * enc, packed as the wire packs it) decodes to with dec at scale. A
+ * little of own at a time, on the stack.
  */
 static void
-quant_resid(const struct quant_call *q, uint8_t enc, const uint8_t *src,
-	size_t off, size_t count)
+ef_resid(float *r, const float *v, const uint8_t *src, uint8_t enc,
+	size_t count, float scale,
+	void (*dec)(const uint8_t *src, float *x, size_t n, float scale))
 {
 	float own[SUB];
 
 	for (size_t i = 0; i < count; i += SUB) {
 		size_t m = count - i < SUB ? count - i : SUB;
-		const uint8_t *p = src + tally_enc_payload_len(enc, i);
 
-		if (enc == TALLY_ENC_I16)
-			tally_quant_decode_i16((const int16_t *)(const void *)p,
-				own, m, q->scale);
-		else if (enc == TALLY_ENC_I8)
-			tally_quant_decode_i8((const int8_t *)p, own, m,
-				q->scale);
-		else
-			tally_quant_decode_i4(p, own, m, q->scale);
-		(void)tally_ef_update(q->resid + off + i, q->buf + off + i,
-			own, m);
+		dec(src + tally_enc_payload_len(enc, i), own, m, scale);
+		(void)tally_ef_update(r + i, v + i, own, m);
 	}
 }
 
@@ -119,7 +127,9 @@ quant_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 		break;
 	}
 	if (q->resid != NULL)
-		quant_resid(q, r->enc, dst, off, count);
+		ef_resid(q->resid + off, q->buf + off, dst, r->enc, count,
+			q->scale, q->bits == 16 ? dec_q16 : q->bits == 8 ?
+			dec_q8 : tally_quant_decode_i4);
 }
 
 /* Decodes the sums of elements [off, off + count) into the floats. */
@@ -222,16 +232,9 @@ tern_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 	/* The scale was checked positive and finite before the round. */
 	(void)tally_tern_encode_i4(v->buf + off, dst, count, v->scale, v->seed,
 		off);
-	if (v->resid == NULL)
-		return;
-	for (size_t i = 0; i < count; i += SUB) {
-		size_t m = count - i < SUB ? count - i : SUB;
-		float own[SUB];
-
-		tally_tern_decode_i4(dst + i / 2, own, m, v->scale);
-		(void)tally_ef_update(v->resid + off + i, v->buf + off + i,
-			own, m);
-	}
+	if (v->resid != NULL)
+		ef_resid(v->resid + off, v->buf + off, dst, TALLY_ENC_I4, count,
+			v->scale, tally_tern_decode_i4);
 }
 
 /* 2-bit: v = g + r, q against the threshold, r = v - q t, all at once. */
@@ -265,16 +268,9 @@ sign_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 	uint8_t *dst = (uint8_t *)r->src + off / 8;
 
 	tally_sign_encode(v->buf + off, dst, count);
-	if (v->resid == NULL)
-		return;
-	for (size_t i = 0; i < count; i += SUB) {
-		size_t m = count - i < SUB ? count - i : SUB;
-		float own[SUB];
-
-		tally_sign_decode_bits(dst + i / 8, own, m, v->own_scale);
-		(void)tally_ef_update(v->resid + off + i, v->buf + off + i,
-			own, m);
-	}
+	if (v->resid != NULL)
+		ef_resid(v->resid + off, v->buf + off, dst, TALLY_ENC_SIGN,
+			count, v->own_scale, tally_sign_decode_bits);
 }
 
 static void
