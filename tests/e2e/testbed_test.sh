@@ -186,14 +186,17 @@ run_env() {
 		exit 7'
 }
 
-# up_fails_clean P: an up that fails half-way (at worker 1's ethtool, made
+# up_fails_clean P: an up that fails half-way (at worker 1's address, made
 # to fail) or at its very end (the env file cannot be written) removes what
 # it made.
 up_fails_clean() {
 	local rc=0
 	mkdir -p "$WORK/bin"
-	printf '#!/bin/sh\nexit 1\n' >"$WORK/bin/ethtool"
-	chmod +x "$WORK/bin/ethtool"
+	# An `ip` that fails once the bridge, the dataplane pair and the
+	# first namespace exist: at the first worker's address.
+	printf '#!/bin/sh\ncase "$*" in *"addr add"*) exit 1;; esac\nexec %s "$@"\n' \
+		"$(command -v ip)" >"$WORK/bin/ip"
+	chmod +x "$WORK/bin/ip"
 	PATH="$WORK/bin:$PATH" "$TB" up -n 2 --prefix "$1" && { echo "up did not fail"; rc=1; }
 	leftovers "$1" || rc=1
 	mkdir "/run/tally-testbed-$1.env.tmp"
