@@ -17,6 +17,10 @@
  * socket also asks for UDP_GRO: datagrams that the receive path
  * coalesced arrive as one buffer with their segment size, and are cut back
  * into packets here, from a staging area the transport owns.
+ *
+ * With one dataplane port and unicast results the socket is connected to
+ * that port: no route lookup per send or per received datagram, and the
+ * kernel drops what comes from anywhere else.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -64,6 +68,7 @@ struct udp_transport {
 	uint16_t nports;
 	uint8_t gso;			/* segmented sends: still worth trying */
 	uint8_t gro;			/* the socket takes coalesced datagrams */
+	uint8_t connected;		/* connect()ed to the one dataplane port */
 	struct sockaddr_in *dst;	/* [nports]: one per dataplane port */
 	struct udp_stage st;		/* GRO only */
 };
@@ -174,8 +179,10 @@ udp_send(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
 		unsigned int run = gso_run(u, pkts, i, n);
 
 		segs[nmsg] = (uint8_t)run;
-		m->msg_name = &u->dst[pkts[i].slot % u->nports];
-		m->msg_namelen = sizeof(struct sockaddr_in);
+		if (!u->connected) {
+			m->msg_name = &u->dst[pkts[i].slot % u->nports];
+			m->msg_namelen = sizeof(struct sockaddr_in);
+		}
 		m->msg_iov = &iov[niov];
 		for (k = i; k < i + run; k++) {
 			iov[niov++] = pkts[k].iov[0];
@@ -256,6 +263,18 @@ from_dp(const struct udp_transport *u, const struct msghdr *m,
 }
 
 /*
+ * Whether a failed receive only means "nothing now": a connected socket
+ * also reports an ICMP port unreachable (the dataplane's port not open
+ * yet) as ECONNREFUSED, once; the timers deal with that as with a loss.
+ */
+static int
+soft_recv_error(int err)
+{
+	return err == EAGAIN || err == EWOULDBLOCK || err == EINTR ||
+		err == ECONNREFUSED;
+}
+
+/*
  * recvmmsg() of up to n messages, waiting up to timeout_us for the first
  * when none is there. Returns how many, 0 when the time passed, or -errno.
  */
@@ -265,16 +284,14 @@ recv_msgs(struct udp_transport *u, struct mmsghdr *msgs, unsigned int n,
 {
 	int rc = recvmmsg(u->fd, msgs, n, MSG_DONTWAIT, NULL);
 
-	if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-			errno == EINTR)) {
+	if (rc < 0 && soft_recv_error(errno)) {
 		if (timeout_us == 0)
 			return 0;
 		rc = udp_wait(u->fd, timeout_us);
 		if (rc <= 0)
 			return rc;
 		rc = recvmmsg(u->fd, msgs, n, MSG_DONTWAIT, NULL);
-		if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-				errno == EINTR))
+		if (rc < 0 && soft_recv_error(errno))
 			return 0;
 	}
 	return rc < 0 ? -errno : rc;
@@ -525,6 +542,16 @@ tally_udp_transport_create(const struct tally_udp_conf *conf)
 	if (bind(u->fd, (struct sockaddr *)&local, sizeof(local)) != 0)
 		goto err_close;
 	udp_offload(u);
+	/*
+	 * One dataplane port and unicast results: connect to it, so that
+	 * sends skip the route lookup and arriving results are matched to
+	 * the socket (and its cached route) without one either. A connect
+	 * that fails (no route yet) leaves the socket as it was.
+	 */
+	if (conf->dp_nports == 1 && conf->group_ip == 0) {
+		u->connected = connect(u->fd, (struct sockaddr *)&u->dst[0],
+			sizeof(u->dst[0])) == 0;
+	}
 	if (conf->group_ip != 0) {
 		struct ip_mreq mr = {
 			.imr_multiaddr.s_addr = conf->group_ip,

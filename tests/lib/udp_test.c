@@ -15,7 +15,9 @@
  *
  * Coalescing: a segmented datagram from the dataplane is handed up as its
  * packets, across calls when the caller asks for fewer, cut to the
- * caller's room; a datagram from anyone else is handed up with length 0.
+ * caller's room; a datagram from anyone else is handed up with length 0
+ * (several dataplane ports) or not at all (one port: the socket is
+ * connected to it), and a closed dataplane port reads as no packet.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -426,15 +428,16 @@ static void
 test_gro_split(void **state)
 {
 	unsigned int lens[32], i;
-	int dp = sock_on(LOOP, 0, 0);
-	int other = sock_on(htonl(0x7f000002), 0, 0);
-	struct tally_transport *tp = transport_to(port_of(dp), 1);
+	int fds[2], dp, other = sock_on(htonl(0x7f000002), 0, 0);
+	/* Two ports: the socket is not connected, and hears anyone. */
+	struct tally_transport *tp = transport_to(two_ports(fds, 0), 2);
 	struct sockaddr_in to = addr_of(tp);
 	struct tally_rx_pkt rx[4];
 	uint8_t b[4][2000];
 	int rc;
 
 	(void)state;
+	dp = fds[0];
 	/* 11 segments of 100 bytes and a last one of 50, taken 4 by 4. */
 	for (i = 0; i < 12; i++)
 		lens[i] = i == 11 ? 50 : 100;
@@ -465,7 +468,51 @@ test_gro_split(void **state)
 			assert_int_equal(rx[i].len, 0);
 	assert_int_equal(rc, 0);
 	tally_transport_destroy(tp);
+	close(fds[0]);
+	close(fds[1]);
+	close(other);
+}
+
+/*
+ * One dataplane port: the socket is connected to it. Coalesced results
+ * from it still come up split; a datagram from another address or port
+ * never comes up at all; a closed dataplane port (ICMP port unreachable,
+ * ECONNREFUSED on a connected socket) reads as nothing, not an error.
+ */
+static void
+test_connected(void **state)
+{
+	unsigned int lens[8], i;
+	int dp = sock_on(LOOP, 0, 0), other = sock_on(LOOP, 0, 0), rc;
+	struct tally_transport *tp = transport_to(port_of(dp), 1);
+	struct sockaddr_in to = addr_of(tp);
+	static uint8_t buf[1500];
+	struct tally_tx_pkt pkt;
+	struct tally_rx_pkt rx[4];
+	uint8_t b[4][2000];
+
+	(void)state;
+	send_segmented(other, &to, 0, 3, 200, 200);
+	for (i = 0; i < 8; i++)
+		lens[i] = 300;
+	send_segmented(dp, &to, 40, 8, 300, 300);
+	take_packets(tp, 4, 2000, 40, lens, 8);
+	for (i = 0; i < 4; i++) {
+		rx[i].buf = b[i];
+		rx[i].room = sizeof(b[i]);
+	}
+	assert_int_equal(tally_transport_recv(tp, rx, 4, 50000), 0);
+
+	/* The dataplane's port closes: sends still "go", receives time out. */
 	close(dp);
+	make_pkt(&pkt, buf, 0, 100, 0);
+	assert_int_equal(tally_transport_send(tp, &pkt, 1), 1);
+	rc = tally_transport_recv(tp, rx, 4, 50000);
+	assert_int_equal(rc, 0);
+	rc = tally_transport_send(tp, &pkt, 1);
+	assert_true(rc == 0 || rc == 1);
+	assert_int_equal(tally_transport_recv(tp, rx, 4, 50000), 0);
+	tally_transport_destroy(tp);
 	close(other);
 }
 
@@ -562,6 +609,7 @@ main(void)
 		cmocka_unit_test(test_gso_runs),
 		cmocka_unit_test(test_offload_off),
 		cmocka_unit_test(test_gro_split),
+		cmocka_unit_test(test_connected),
 		cmocka_unit_test(test_gso_refused),
 	};
 
