@@ -474,6 +474,57 @@ test_gro_split(void **state)
 }
 
 /*
+ * A coalesced datagram and a plain one queued together: every packet
+ * comes up once, over as many calls as it takes, none lost, none twice.
+ */
+static void
+test_gro_mixed(void **state)
+{
+	static uint8_t buf[300];
+	int dp = sock_on(LOOP, 0, 0);
+	struct tally_transport *tp = transport_to(port_of(dp), 1);
+	struct sockaddr_in to = addr_of(tp);
+	struct tally_rx_pkt rx[4];
+	uint8_t b[4][2000];
+	unsigned int seen[8] = { 0 }, got = 0, i, j;
+	int rc;
+
+	(void)state;
+	send_segmented(dp, &to, 0, 5, 300, 300);	/* packets 0-4 */
+	for (j = 0; j < 200; j++)
+		buf[j] = pat(5, j);			/* packet 5 */
+	assert_int_equal(sendto(dp, buf, 200, 0, (struct sockaddr *)&to,
+		sizeof(to)), 200);
+	usleep(20000);		/* both queued before the first receive */
+	while (got < 6) {
+		for (i = 0; i < 4; i++) {
+			rx[i].buf = b[i];
+			rx[i].room = sizeof(b[i]);
+		}
+		rc = tally_transport_recv(tp, rx, 4, 1000000);
+		assert_true(rc > 0);
+		for (i = 0; i < (unsigned int)rc; i++, got++) {
+			unsigned int id = b[i][0] == pat(5, 0) &&
+				rx[i].len == 200 ? 5 : 8;
+
+			for (j = 0; id == 8 && j < 5; j++)
+				if (b[i][0] == pat(j, 0) && b[i][1] == pat(j, 1))
+					id = j;
+			assert_true(id < 6);
+			assert_int_equal(rx[i].len, id == 5 ? 200 : 300);
+			for (j = 0; j < rx[i].len; j++)
+				assert_int_equal(b[i][j], pat(id, j));
+			seen[id]++;
+		}
+	}
+	for (i = 0; i < 6; i++)
+		assert_int_equal(seen[i], 1);
+	assert_int_equal(tally_transport_recv(tp, rx, 4, 0), 0);
+	tally_transport_destroy(tp);
+	close(dp);
+}
+
+/*
  * One dataplane port: the socket is connected to it. Coalesced results
  * from it still come up split; a datagram from another address or port
  * never comes up at all; a closed dataplane port (ICMP port unreachable,
@@ -609,6 +660,7 @@ main(void)
 		cmocka_unit_test(test_gso_runs),
 		cmocka_unit_test(test_offload_off),
 		cmocka_unit_test(test_gro_split),
+		cmocka_unit_test(test_gro_mixed),
 		cmocka_unit_test(test_connected),
 		cmocka_unit_test(test_gso_refused),
 	};
