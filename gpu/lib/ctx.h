@@ -54,6 +54,8 @@ struct tally_ctx {
 	unsigned int rto_us;		/* timeout of a fresh chunk */
 	uint32_t srtt_us;		/* smoothed round trip, 0: none yet */
 	uint32_t rttvar_us;		/* its mean deviation */
+	uint64_t jitter;		/* xorshift state of the back-off's
+					 * random spread */
 	unsigned int timeout_ms;
 	struct tally_slot *slots;	/* [window] */
 	uint8_t *rxbuf;			/* TALLY_TP_BURST x rx_room bytes */
@@ -191,10 +193,19 @@ struct tally_round {
  *   fresh packets (at least 2 srtt: a round waits for its slowest
  *   member; never below the configured rto_us);
  * - tally_lib_back_off(): a packet's timeout rto_us doubled (capped),
- *   which fresh packets keep too until the next sample (Karn).
+ *   which fresh packets keep too until the next sample (Karn);
+ * - tally_lib_retx_deadline(): when a retransmitted packet is due again.
  */
 void tally_lib_rtt_sample(struct tally_ctx *ctx, uint64_t rtt_ns);
 uint32_t tally_lib_back_off(struct tally_ctx *ctx, uint32_t rto_us);
+/*
+ * When a packet that just went again with timeout rto_us (backed off) is
+ * due once more: now + rto_us, plus a random part of up to half of it, so
+ * that packets lost together (an overflowing queue) do not go again
+ * together, and overflow it again.
+ */
+uint64_t tally_lib_retx_deadline(struct tally_ctx *ctx, uint64_t now_ns,
+	uint32_t rto_us);
 
 /*
  * Runs r: sends chunk c of ctx->elems elements (the last one shorter) to

@@ -198,7 +198,11 @@ contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 	queue(run, s);
 }
 
-/* Resends the packets whose deadline passed, each backing off. */
+/*
+ * Resends the packets whose deadline passed, each backing off (with the
+ * random spread of tally_lib_retx_deadline(): streams lost in one burst
+ * go again spread out, not in one burst again).
+ */
 static void
 retransmit(struct srun *run, uint64_t now)
 {
@@ -210,7 +214,8 @@ retransmit(struct srun *run, uint64_t now)
 		if (!st->busy || st->deadline_ns > now)
 			continue;
 		st->rto_us = tally_lib_back_off(ctx, st->rto_us);
-		st->deadline_ns = now + (uint64_t)st->rto_us * 1000;
+		st->deadline_ns = tally_lib_retx_deadline(ctx, now,
+			st->rto_us);
 		st->hdr[4] |= TALLY_F_RETX;
 		ctx->st.retransmits++;
 		queue(run, (uint16_t)s);

@@ -12,7 +12,9 @@
  * alternation (docs/protocol.md, "Slots and the shadow sets").
  *
  * Every outstanding chunk has a deadline; when it passes, the chunk goes
- * again flagged RETX and its timeout doubles, up to TALLY_RTO_MAX_US.
+ * again flagged RETX and its timeout doubles, up to TALLY_RTO_MAX_US, with
+ * up to half of it again at random, so that chunks lost together do not
+ * all go again together.
  * While nothing at all comes back, only the lowest expired chunk goes
  * again each time, as a probe (see retransmit()).
  *
@@ -167,12 +169,28 @@ tally_lib_back_off(struct tally_ctx *ctx, uint32_t rto_us)
 	return rto_us;
 }
 
+uint64_t
+tally_lib_retx_deadline(struct tally_ctx *ctx, uint64_t now_ns,
+	uint32_t rto_us)
+{
+	uint64_t x = ctx->jitter, span = (uint64_t)rto_us * 500;
+
+	if (x == 0)	/* a seed of its own per rank and context */
+		x = (now_ns ^ ((uint64_t)ctx->rank << 56) ^
+			(uint64_t)(uintptr_t)ctx) | 1;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	ctx->jitter = x;
+	return now_ns + (uint64_t)rto_us * 1000 + (span > 0 ? x % span : 0);
+}
+
 /* Doubles the timeout of the chunk on slot (capped) from now on. */
 static void
 back_off(struct tally_ctx *ctx, struct tally_slot *slot, uint64_t now)
 {
 	slot->rto_us = tally_lib_back_off(ctx, slot->rto_us);
-	slot->deadline_ns = now + (uint64_t)slot->rto_us * 1000;
+	slot->deadline_ns = tally_lib_retx_deadline(ctx, now, slot->rto_us);
 }
 
 /*

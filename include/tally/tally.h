@@ -68,7 +68,9 @@ struct tally_ctx_opts {
 	unsigned int rto_us;	/* first and smallest retransmission timeout,
 				 * 0 = 2000; then follows the measured round
 				 * trip; doubles per retry of a chunk, up to
-				 * 200 ms */
+				 * 200 ms, plus up to half of it again at
+				 * random (chunks lost together do not go
+				 * again together) */
 	unsigned int timeout_ms; /* an allreduce fails with -ETIMEDOUT when
 				 * no result arrived for this long, 0 = 5000 */
 	uint8_t narrow;		/* the job returns narrow sums in their own
