@@ -57,7 +57,9 @@ usage(FILE *f)
 "  --idle-us N        sleep N us after a run of empty polls; 0 busy-polls\n"
 "                     (default 0)\n"
 "  --mtu N            port MTU, 68..9600 (default 1500)\n"
-"  --mbufs N          mbufs in each pool (default 16383)\n"
+"  --mbufs N          mbufs in each pool (default 16383; 65535 on\n"
+"                     net_af_xdp, whose sent frames keep their buffers\n"
+"                     until the receiver has taken them)\n"
 "  --max-jobs N       jobs at once (default 256)\n"
 "  -h, --help         this text\n", TALLY_UDP_PORT);
 }
@@ -218,10 +220,11 @@ announce(const struct opts *o)
 		"rte_flow (UDP port -> queue)" : dp.nworkers == 1 ?
 		"none needed (one worker)" :
 		"software dispatch over rte_ring (no rte_flow on this port)");
-	DP_LOG(INFO, "results: %s; idle: %s; admin socket %s",
+	DP_LOG(INFO, "results: %s; idle: %s; %lu mbufs a pool; admin socket %s",
 		dp.tx_chains ? "shared payload, chained per member" :
 		"linearized per member (port sends no chains)",
-		dp.idle_us ? "sleep after empty polls" : "busy poll", o->admin);
+		dp.idle_us ? "sleep after empty polls" : "busy poll", o->mbufs,
+		o->admin);
 }
 
 int
@@ -229,7 +232,7 @@ main(int argc, char **argv)
 {
 	struct opts o = {
 		.admin = "/run/tally/dp.sock", .udp_port = TALLY_UDP_PORT,
-		.mtu = 1500, .mbufs = 16383, .max_jobs = 256,
+		.mtu = 1500, .mbufs = 0, .max_jobs = 256,
 	};
 	unsigned int lcore_id;
 	int ret, afd;
@@ -266,12 +269,24 @@ main(int argc, char **argv)
 	{
 		struct rte_eth_dev_info info;
 
-		if (rte_eth_dev_info_get(dp.port_id, &info) == 0 &&
+		if (rte_eth_dev_info_get(dp.port_id, &info) != 0)
+			info.driver_name = NULL;
+		if (info.driver_name != NULL &&
 				info.max_tx_queues < dp.nworkers)
 			rte_exit(1, "port %u has %u tx queue(s); %u worker "
 				"lcores need one each (af_packet: qpairs=%u)\n",
 				dp.port_id, info.max_tx_queues, dp.nworkers,
 				dp.nworkers);
+		/*
+		 * net_af_xdp receives into the pool, and a frame it sent
+		 * holds its buffer until the receiver has taken it (on a
+		 * veth: through the peer's queues and socket). A pool that
+		 * ran dry stopped reception until the members timed out.
+		 */
+		if (o.mbufs == 0)
+			o.mbufs = info.driver_name != NULL &&
+				strstr(info.driver_name, "af_xdp") != NULL ?
+				65535 : 16383;
 	}
 	ret = tally_dp_port_init(&dp, (unsigned int)o.mbufs, (uint16_t)o.mtu);
 	if (ret != 0)
