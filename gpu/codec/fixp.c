@@ -45,11 +45,13 @@ tally_fixp_exponent(float absmax, unsigned int world, int *exp)
 	lim = (uint32_t)INT32_MAX / world;
 	for (b = 0; lim > 1; lim >>= 1)
 		b++;
-	/* absmax = m * 2^k, m in [0.5, 1): absmax < 2^k (subnormals too). */
+	/*
+	 * absmax = m * 2^k, m in [0.5, 1): absmax < 2^k (subnormals too).
+	 * k is in [-148, 128] and b in [24, 30], so e in [-104, 178]: no
+	 * clamp, the encoding takes every such e.
+	 */
 	(void)frexpf(absmax, &k);
 	e = b - k;
-	e = e < TALLY_FIXP_EXP_MIN ? TALLY_FIXP_EXP_MIN : e;
-	e = e > TALLY_FIXP_EXP_MAX ? TALLY_FIXP_EXP_MAX : e;
 	*exp = e;
 	return 0;
 }
@@ -82,10 +84,10 @@ tally_fixp_absmax(const float *x, size_t n)
 /* q[0..n) = enc1(x[0..n)); borrows x, writes the caller's q. */
 TALLY_MV static void
 encode_loop(const float *restrict x, int32_t *restrict q, size_t n,
-	float scale)
+	float s1, float s2)
 {
 	for (size_t i = 0; i < n; i++)
-		q[i] = tally_fixp_enc1(x[i], scale);
+		q[i] = tally_fixp_enc1(x[i], s1, s2);
 }
 
 /* x[0..n) = dec1(q[0..n)); borrows q, writes the caller's x. */
@@ -97,19 +99,32 @@ decode_loop(const int32_t *restrict q, float *restrict x, size_t n,
 		x[i] = tally_fixp_dec1(q[i], iscale);
 }
 
+/* x[0..n) = dec1_tiny(q[0..n)), for e > 126; as decode_loop(). */
+TALLY_MV static void
+decode_tiny_loop(const int32_t *restrict q, float *restrict x, size_t n,
+	double iscale)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = tally_fixp_dec1_tiny(q[i], iscale);
+}
+
 /* Encodes n elements with exponent exp (clamped). Borrows x, writes q. */
 void
 tally_fixp_encode(const float *x, int32_t *q, size_t n, int exp)
 {
-	encode_loop(x, q, n, tally_fixp_pow2(exp));
+	encode_loop(x, q, n, tally_fixp_scale1(exp), tally_fixp_scale2(exp));
 }
 
-/* Decodes n elements with exponent exp (clamped). Borrows q, writes x. */
+/*
+ * Decodes n elements with exponent exp (clamped): the float path up to
+ * 126, the binary64 one above (where results can be subnormal). Borrows
+ * q, writes x.
+ */
 void
 tally_fixp_decode(const int32_t *q, float *x, size_t n, int exp)
 {
-	/* Clamp first so that -exp cannot overflow. */
-	exp = exp < TALLY_FIXP_EXP_MIN ? TALLY_FIXP_EXP_MIN : exp;
-	exp = exp > TALLY_FIXP_EXP_MAX ? TALLY_FIXP_EXP_MAX : exp;
-	decode_loop(q, x, n, tally_fixp_pow2(-exp));
+	if (tally_fixp_dec_tiny(exp))
+		decode_tiny_loop(q, x, n, tally_fixp_iscale_tiny(exp));
+	else
+		decode_loop(q, x, n, tally_fixp_iscale(exp));
 }

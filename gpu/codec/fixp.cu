@@ -21,13 +21,13 @@
 /* d_q[i] = enc1(d_x[i]) for i < n. */
 static __global__ void
 encode_kernel(const float *__restrict__ x, int32_t *__restrict__ q, size_t n,
-	float scale)
+	float s1, float s2)
 {
 	size_t stride = (size_t)gridDim.x * blockDim.x;
 
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += stride)
-		q[i] = tally_fixp_enc1(x[i], scale);
+		q[i] = tally_fixp_enc1(x[i], s1, s2);
 }
 
 /* d_x[i] = dec1(d_q[i]) for i < n. */
@@ -40,6 +40,18 @@ decode_kernel(const int32_t *__restrict__ q, float *__restrict__ x, size_t n,
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += stride)
 		x[i] = tally_fixp_dec1(q[i], iscale);
+}
+
+/* d_x[i] = dec1_tiny(d_q[i]) for i < n: exponents above 126. */
+static __global__ void
+decode_tiny_kernel(const int32_t *__restrict__ q, float *__restrict__ x,
+	size_t n, double iscale)
+{
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += stride)
+		x[i] = tally_fixp_dec1_tiny(q[i], iscale);
 }
 
 /* Max over the 32 lanes of a warp; every lane must take part. */
@@ -138,11 +150,15 @@ tally_fixp_encode_cuda(const float *d_x, int32_t *d_q, size_t n, int exp,
 	if (d_x == NULL || d_q == NULL)
 		return -EINVAL;
 	encode_kernel<<<grid_for(n, FIXP_GRID_MAX), FIXP_BLOCK, 0,
-		(cudaStream_t)stream>>>(d_x, d_q, n, tally_fixp_pow2(exp));
+		(cudaStream_t)stream>>>(d_x, d_q, n, tally_fixp_scale1(exp),
+		tally_fixp_scale2(exp));
 	return cuda_errno(cudaGetLastError());
 }
 
-/* Enqueues decode of n elements on stream; borrows d_q, writes d_x. */
+/*
+ * Enqueues decode of n elements on stream (the binary64 kernel for
+ * exponents above 126, as on the host); borrows d_q, writes d_x.
+ */
 int
 tally_fixp_decode_cuda(const int32_t *d_q, float *d_x, size_t n, int exp,
 	void *stream)
@@ -153,8 +169,14 @@ tally_fixp_decode_cuda(const int32_t *d_q, float *d_x, size_t n, int exp,
 		return 0;
 	if (d_q == NULL || d_x == NULL)
 		return -EINVAL;
-	decode_kernel<<<grid_for(n, FIXP_GRID_MAX), FIXP_BLOCK, 0,
-		(cudaStream_t)stream>>>(d_q, d_x, n, tally_fixp_pow2(-exp));
+	if (tally_fixp_dec_tiny(exp))
+		decode_tiny_kernel<<<grid_for(n, FIXP_GRID_MAX), FIXP_BLOCK, 0,
+			(cudaStream_t)stream>>>(d_q, d_x, n,
+			tally_fixp_iscale_tiny(exp));
+	else
+		decode_kernel<<<grid_for(n, FIXP_GRID_MAX), FIXP_BLOCK, 0,
+			(cudaStream_t)stream>>>(d_q, d_x, n,
+			tally_fixp_iscale(exp));
 	return cuda_errno(cudaGetLastError());
 }
 

@@ -11,13 +11,29 @@
  * decode sum * 2^-e. Every worker and every run gets the same bits.
  *
  * Element rules (the CUDA kernels of <tally/fixp_cuda.h> give the same
- * bits; both run the same code, gpu/codec/fixp_math.h):
- * - encode: NaN -> 0; y = x * 2^e (exact: 2^e is a normal float);
- *   y is clamped to [TALLY_FIXP_SAT_MIN, TALLY_FIXP_SAT_MAX] (infinities
- *   saturate), then rounded to the nearest integer, ties to even.
- * - decode: (float)q rounded to nearest, ties to even, times 2^-e.
+ * bits; both run the same code, gpu/codec/fixp_math.h). Each is defined
+ * on exact values, with one rounding where it says so:
+ * - encode: NaN -> 0; y = x * 2^e exactly (computed as two products by
+ *   powers of two, each exact where it matters); y is clamped to
+ *   [TALLY_FIXP_SAT_MIN, TALLY_FIXP_SAT_MAX] (infinities saturate), then
+ *   rounded to the nearest integer, ties to even.
+ * - decode: q * 2^-e rounded once to the nearest binary32, ties to even
+ *   (subnormal results included; +-inf past FLT_MAX).
  * - absmax: max |x|, a NaN counting as 0; an infinity is kept (and then
  *   refused by tally_fixp_exponent()).
+ *
+ * Precision: with A the global max |x| and b as in tally_fixp_exponent(),
+ * every element of a decoded sum r of world members whose exact sum is S
+ * (NaN counting as 0) satisfies
+ *     |r - S| <= E + 2^-24 (|S| + E) + 2^-150,   E = world * 2^-b * A,
+ * over the whole binary32 range, subnormals included, unless S is so
+ * close to the top of the range that r rounds to +-inf. E <= world^2 *
+ * 2^-30 * A: 2^-30 A for one member, 2^-24 A for 8, 2^-18 A for 64. E
+ * bounds the encoding's roundings (half a step 2^-e each, and 2^-e <=
+ * 2^(1-b) A); the rest is the one rounding of the decoding. When
+ * e >= 149 (A < 2^(b-149): 2^-119 for one member, 2^-125 for 64), every
+ * float is a multiple of 2^-e, the encoding is exact, and r is S rounded
+ * once to binary32.
  */
 #ifndef TALLY_FIXP_H
 #define TALLY_FIXP_H
@@ -29,9 +45,13 @@
 extern "C" {
 #endif
 
-/* Exponents tally_fixp_exponent() returns; 2^e and 2^-e are normal floats. */
+/*
+ * The exponents the encoding and decoding take. tally_fixp_exponent()
+ * returns e in [24 - 128, 30 + 148] = [-104, 178]: from FLT_MAX at 64
+ * members to the smallest subnormal 2^-149 alone.
+ */
 #define TALLY_FIXP_EXP_MIN	(-126)
-#define TALLY_FIXP_EXP_MAX	126
+#define TALLY_FIXP_EXP_MAX	178
 /* Largest world size (= TALLY_MAX_WORKERS of <tally/proto.h>). */
 #define TALLY_FIXP_WORLD_MAX	64
 /*
@@ -44,13 +64,15 @@ extern "C" {
 
 /*
  * Picks the exponent for a tensor whose global max |x| is absmax, summed
- * over world workers: with L = (2^31 - 1) / world and 2^b the largest
- * power of two <= L, and absmax = m * 2^k (m in [0.5, 1), frexpf), writes
- * e = b - k into *exp, clamped to [TALLY_FIXP_EXP_MIN, TALLY_FIXP_EXP_MAX].
- * Then |round(x * 2^e)| <= 2^b for |x| <= absmax, and world of them sum
- * within int32. absmax 0 gives e = 0. Returns 0, or -EINVAL when absmax is
- * negative, infinite or NaN, world is 0 or above TALLY_FIXP_WORLD_MAX, or
- * exp is NULL (*exp untouched then).
+ * over world workers: with 2^b the largest power of two such that
+ * world * 2^b <= 2^31 - 1 (b = 30 - floor(log2(world)): 30 for 1, 29 for
+ * 2 and 3, 28 for 4 to 7, ..., 24 for 64), and absmax = m * 2^k with m in
+ * [0.5, 1) (frexpf; subnormals too), writes e = b - k into *exp. Then
+ * |round(x * 2^e)| <= 2^b for |x| <= absmax, and world of them sum within
+ * int32. absmax 0 gives e = 0. e is always in [-104, 178], within
+ * [TALLY_FIXP_EXP_MIN, TALLY_FIXP_EXP_MAX]: no clamp. Returns 0, or
+ * -EINVAL when absmax is negative, infinite or NaN, world is 0 or above
+ * TALLY_FIXP_WORLD_MAX, or exp is NULL (*exp untouched then).
  */
 int tally_fixp_exponent(float absmax, unsigned int world, int *exp);
 

@@ -191,7 +191,8 @@ upload(struct bufs *b, size_t n)
 }
 
 /*
- * Finite data at several magnitudes: absmax, then encode at the exponents
+ * Finite data at several magnitudes, down to subnormals (exponents past
+ * 126, decoded through binary64): absmax, then encode at the exponents
  * of world 1, 4 and 64, then decode of the sums of world encodings.
  */
 static void
@@ -199,7 +200,9 @@ finite_data(void **state)
 {
 	struct bufs *b = *state;
 	static const unsigned int worlds[] = { 1, 4, 64 };
-	static const float scales[] = { 1e-30f, 1e-3f, 1.0f, 3e4f, 1e30f };
+	static const float scales[] = {
+		1e-30f, 1e-3f, 1.0f, 3e4f, 1e30f, 0x1p-120f, 1e-40f, 0x1p-146f,
+	};
 	uint64_t s = 11;
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -252,8 +255,9 @@ special_data(void **state)
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t n = sizes[i];
 		const int exps[] = {
-			TALLY_FIXP_EXP_MIN, -20, 0, 23, 31, TALLY_FIXP_EXP_MAX,
-			(int)(rnd_next(&s) % 253) - 126,
+			TALLY_FIXP_EXP_MIN, -20, 0, 23, 31, 126, 127, 149,
+			160, TALLY_FIXP_EXP_MAX,
+			(int)(rnd_next(&s) % 305) - 126,
 		};
 
 		fill(b->x, n, 1e3f, 1, &s);

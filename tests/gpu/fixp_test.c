@@ -19,6 +19,7 @@
 #include <tally/fixp.h>
 
 #include "codec/fixp_math.h"
+#include "fixp_bound.h"
 
 static const unsigned int worlds[] = {
 	1, 2, 3, 4, 5, 7, 8, 16, 31, 33, 63, 64,
@@ -145,18 +146,32 @@ exponent_zero(void **state)
 	}
 }
 
-/* Tiny absmax: clamped to TALLY_FIXP_EXP_MAX, including subnormals. */
+/*
+ * Tiny absmax, subnormals included: e = b - k, no clamp, up to
+ * TALLY_FIXP_EXP_MAX for the smallest subnormal alone.
+ */
 static void
 exponent_tiny(void **state)
 {
 	(void)state;
+	/* FLT_TRUE_MIN = 2^-149 = 0.5 * 2^-148. */
+	assert_int_equal(exponent_of(FLT_TRUE_MIN, 1), 30 + 148);
 	assert_int_equal(exponent_of(FLT_TRUE_MIN, 1), TALLY_FIXP_EXP_MAX);
-	assert_int_equal(exponent_of(FLT_TRUE_MIN, 64), TALLY_FIXP_EXP_MAX);
-	assert_int_equal(exponent_of(0x1p-130f, 1), TALLY_FIXP_EXP_MAX);
-	assert_int_equal(exponent_of(FLT_MIN, 64), TALLY_FIXP_EXP_MAX);
-	/* Just below the clamp: 2^-96 = 0.5 * 2^-95. */
+	assert_int_equal(exponent_of(FLT_TRUE_MIN, 64), 24 + 148);
+	assert_int_equal(exponent_of(0x1.8p-148f, 3), 29 + 147);
+	assert_int_equal(exponent_of(0x1p-130f, 1), 30 + 129);
+	assert_int_equal(exponent_of(0x1.fffffcp-127f, 2), 29 + 126);
+	assert_int_equal(exponent_of(FLT_MIN, 64), 24 + 125);
+	assert_int_equal(exponent_of(FLT_MIN, 1), 30 + 125);
+	/* Where the old clamp at 126 began to bite: 2^-96 = 0.5 * 2^-95. */
 	assert_int_equal(exponent_of(0x1p-96f, 1), 125);
+	assert_int_equal(exponent_of(0x1p-97f, 1), 126);
+	assert_int_equal(exponent_of(0x1p-98f, 1), 127);
 	assert_int_equal(exponent_of(0x1p-96f, 64), 119);
+	for (unsigned int w = 1; w <= TALLY_FIXP_WORLD_MAX; w++)
+		for (int k = -147; k <= 128; k++)
+			assert_int_equal(exponent_of(ldexpf(0.75f, k), w),
+				model_b(w) - k);
 }
 
 /* Huge absmax: far from the lower clamp. */
@@ -224,8 +239,7 @@ sum_no_overflow(void **state)
 				for (int s = 0; s < 2; s++)
 					assert_false(__builtin_add_overflow(
 						sum[s], q[s], &sum[s]));
-			if (e < TALLY_FIXP_EXP_MAX - 1)
-				assert_true((double)w * nearbyint(ldexp(a,
+			assert_true((double)w * nearbyint(ldexp(a,
 					e + 2)) > (double)INT32_MAX);
 		}
 	}
@@ -284,10 +298,28 @@ saturation(void **state)
 	tally_fixp_encode(x, q, sizeof(x) / sizeof(x[0]), 0);
 	for (size_t i = 0; i < sizeof(x) / sizeof(x[0]); i++)
 		assert_int_equal(q[i], want[i]);
-	/* x * 2^126 overflows float: still saturates. */
+	/* x * 2^126 overflows float: still saturates; so does 2^178. */
+	tally_fixp_encode(x + 8, q, 2, 126);
+	assert_int_equal(q[0], 2147483520);
+	assert_int_equal(q[1], INT32_MIN);
 	tally_fixp_encode(x + 8, q, 2, TALLY_FIXP_EXP_MAX);
 	assert_int_equal(q[0], 2147483520);
 	assert_int_equal(q[1], INT32_MIN);
+	/* The first factor overflows, or only the second. */
+	{
+		const float y[] = { 2.0f, -2.0f, 0x1p-100f, -0x1p-100f,
+			0x1.8p-148f, -0x1p-147f };
+		int32_t r[6];
+
+		tally_fixp_encode(y, r, 6, 170);
+		assert_int_equal(r[0], 2147483520);
+		assert_int_equal(r[1], INT32_MIN);
+		assert_int_equal(r[2], 2147483520);
+		assert_int_equal(r[3], INT32_MIN);
+		/* 3 * 2^-149 * 2^170 = 3 * 2^21, exact. */
+		assert_int_equal(r[4], 3 << 21);
+		assert_int_equal(r[5], -(1 << 23));
+	}
 	/* Above absmax with a real exponent. */
 	{
 		const float big[] = { 4.0f, -4.0f };
@@ -356,6 +388,12 @@ half_even(void **state)
 		{ 0x1.000002p-126f, 126, 1 }, { 0x1p-127f, 126, 0 },
 		{ 0x1.8p-126f, 126, 2 }, { 0.49999997f, 0, 0 },
 		{ 0.50000006f, 0, 1 },
+		/* Subnormals past the old clamp: exact halves. */
+		{ 0x1p-149f, 148, 0 }, { 0x1.8p-148f, 148, 2 },
+		{ 0x1p-148f, 147, 0 }, { -0x1.4p-146f, 147, -2 },
+		{ 0x1.4p-146f, 149, 10 }, { 0x1p-149f, 178, 1 << 29 },
+		{ 0x1.4p-146f, 147, 2 }, { 0x1.cp-146f, 147, 4 },
+		{ 0x1p-149f, 149, 1 }, { 0x1.fffffcp-127f, 150, 16777214 },
 	};
 
 	(void)state;
@@ -382,6 +420,24 @@ decode_known(void **state)
 		{ INT32_MIN, 0, -0x1p31f }, { 1, 126, 0x1p-126f },
 		{ 1, -126, 0x1p126f }, { INT32_MAX, -126, INFINITY },
 		{ INT32_MIN, -126, -INFINITY }, { 5, -3, 40.0f },
+		/* Subnormal results: one rounding, ties to even. */
+		{ 1, 149, 0x1p-149f }, { 1, 150, 0.0f }, { 3, 150, 0x1p-148f },
+		{ 5, 150, 0x1p-148f }, { 7, 150, 0x1p-147f },
+		{ -3, 150, -0x1p-148f }, { 1, 178, 0.0f },
+		{ 1 << 28, 178, 0.0f }, { (1 << 28) + 1, 178, 0x1p-149f },
+		{ 3 << 28, 178, 0x1p-148f }, { INT32_MAX, 178, 0x1p-147f },
+		{ INT32_MIN, 178, -0x1p-147f }, { 1, 127, 0x1p-127f },
+		{ 0x7fffff, 149, 0x1.fffffcp-127f },
+		{ 0x1000000, 150, 0x1p-126f },
+		{ 0x1000003, 150, 0x1.000004p-126f },
+		/*
+		 * Just above half a subnormal step: one rounding goes up;
+		 * rounding q to float first (2^28, 2^25) would leave an
+		 * exact half, which goes to the even 0.
+		 */
+		{ (1 << 28) + 1, 178, 0x1p-149f },
+		{ (1 << 25) + 1, 175, 0x1p-149f },
+		{ -(1 << 25) - 1, 175, -0x1p-149f },
 	};
 
 	(void)state;
@@ -405,12 +461,30 @@ exponent_clamp(void **state)
 	assert_true(tally_fixp_pow2(1000) == 0x1p126f);
 	assert_true(tally_fixp_pow2(-1000) == 0x1p-126f);
 	assert_true(tally_fixp_pow2(0) == 1.0f);
+	assert_int_equal(tally_fixp_clamp(1000), TALLY_FIXP_EXP_MAX);
+	assert_int_equal(tally_fixp_clamp(-1000), TALLY_FIXP_EXP_MIN);
+	assert_true(tally_fixp_scale1(178) == 0x1p126f);
+	assert_true(tally_fixp_scale2(178) == 0x1p52f);
+	assert_true(tally_fixp_scale1(-126) == 0x1p-126f);
+	assert_true(tally_fixp_scale2(-126) == 1.0f);
+	assert_true(tally_fixp_iscale_tiny(178) == 0x1p-178);
+	assert_true(tally_fixp_iscale(-126) == 0x1p126f);
+	/* 2^-100 * 2^178 = 2^78: saturates. */
 	tally_fixp_encode(&x, &q, 1, 1000);
-	assert_int_equal(q, 1 << 26);
+	assert_int_equal(q, 2147483520);
+	{
+		const float t = 0x1p-149f;
+
+		tally_fixp_encode(&t, &q, 1, 1000);
+		assert_int_equal(q, 1 << 29);
+	}
 	tally_fixp_decode(&big, &y, 1, INT32_MIN);
 	assert_true(y == 0x1p126f);
 	tally_fixp_decode(&big, &y, 1, INT32_MAX);
-	assert_true(y == 0x1p-126f);
+	assert_true(y == 0.0f);
+	big = 1 << 30;
+	tally_fixp_decode(&big, &y, 1, INT32_MAX);
+	assert_true(y == 0x1p-148f);
 }
 
 /*
@@ -429,7 +503,7 @@ model_random(void **state)
 
 	(void)state;
 	for (int r = 0; r < ROUNDS; r++) {
-		int e = (int)(rnd_next(&s) % 253) - 126;
+		int e = (int)(rnd_next(&s) % 305) - 126;
 		float a;
 
 		for (size_t k = 0; k < N; k++) {
@@ -441,8 +515,12 @@ model_random(void **state)
 		tally_fixp_decode(qr, y, N, e);
 		a = 0.0f;
 		for (size_t k = 0; k < N; k++) {
-			int32_t q1 = tally_fixp_enc1(x[k], tally_fixp_pow2(e));
-			float y1 = tally_fixp_dec1(qr[k], tally_fixp_pow2(-e));
+			int32_t q1 = tally_fixp_enc1(x[k], tally_fixp_scale1(e),
+				tally_fixp_scale2(e));
+			float y1 = tally_fixp_dec_tiny(e) ?
+				tally_fixp_dec1_tiny(qr[k],
+					tally_fixp_iscale_tiny(e)) :
+				tally_fixp_dec1(qr[k], tally_fixp_iscale(e));
 
 			assert_int_equal(q1, model_enc(x[k], e));
 			assert_int_equal(q[k], q1);
@@ -509,6 +587,196 @@ deterministic(void **state)
 	}
 }
 
+/*
+ * One element of the magnitude sweep, |x| <= 2^k: a 24-bit mantissa at
+ * 2^(k - 24), far smaller (down to 2^(k - 87), into the subnormals and
+ * below them to 0), or zero of either sign. Values round into the
+ * subnormal range as ldexpf() does.
+ */
+static float
+sweep_elem(uint64_t *s, int k)
+{
+	uint64_t h = rnd_next(s);
+	float m = (float)((int64_t)(h >> 39) - (1 << 24));
+
+	switch (h & 7) {
+	case 0:
+		return (h & 8) ? -0.0f : 0.0f;
+	case 1:
+		return ldexpf(m, k - 24 - (int)(h >> 3 & 63));
+	default:
+		return ldexpf(m, k - 24);
+	}
+}
+
+/*
+ * The world's tensors (xs[r], n elements each) summed as libtally does:
+ * the global max |x|, the exponent, every member's encoding, the int32
+ * sum (which must not overflow), the decoding. Checks the exponent
+ * against the documented rule, the decoded sum against one rounding of
+ * the integer sum, and each element against the exact sum within the
+ * documented bound (an infinity only where the exact sum is past the
+ * floats). Returns the largest |r - S| / absmax.
+ */
+static double
+check_world_sum(float (*xs)[64], unsigned int world, size_t n)
+{
+	int32_t q[64];
+	int64_t acc[64];
+	int32_t sum[64];
+	float r[64], a = 0.0f;
+	double worst = 0.0;
+	int e;
+
+	for (unsigned int w = 0; w < world; w++) {
+		float m = tally_fixp_absmax(xs[w], n);
+
+		a = m > a ? m : a;
+	}
+	e = exponent_of(a, world);
+	if (e != fixp_doc_exponent(a, world))
+		fail_msg("absmax %a world %u: exponent %d, documented %d",
+			(double)a, world, e, fixp_doc_exponent(a, world));
+	memset(acc, 0, sizeof(acc));
+	for (unsigned int w = 0; w < world; w++) {
+		tally_fixp_encode(xs[w], q, n, e);
+		for (size_t i = 0; i < n; i++)
+			acc[i] += q[i];
+	}
+	for (size_t i = 0; i < n; i++) {
+		assert_true(acc[i] >= INT32_MIN && acc[i] <= INT32_MAX);
+		sum[i] = (int32_t)acc[i];
+	}
+	tally_fixp_decode(sum, r, n, e);
+	for (size_t i = 0; i < n; i++) {
+		struct xsum x = { { 0 } };
+		double s, d, bound;
+
+		assert_int_equal(to_bits(r[i]), to_bits(model_dec(sum[i], e)));
+		for (unsigned int w = 0; w < world; w++)
+			xsum_add(&x, xs[w][i], 1);
+		s = xsum_double(&x);
+		bound = fixp_doc_bound(s, a, world);
+		if (isinf(r[i])) {
+			if (fabs(s) + bound < FLT_MAX || (r[i] > 0) != (s > 0))
+				fail_msg("world %u absmax %a: %a for the sum %a",
+					world, (double)a, (double)r[i], s);
+			continue;
+		}
+		xsum_add(&x, r[i], -1);
+		d = fabs(xsum_double(&x));
+		if (d > bound)
+			fail_msg("world %u absmax %a exponent %d: element %zu "
+				"is %a, the exact sum %a: error %a above the "
+				"documented %a", world, (double)a, e, i,
+				(double)r[i], s, d, bound);
+		if (a > 0.0f && d / a > worst)
+			worst = d / a;
+	}
+	return worst;
+}
+
+/*
+ * Every magnitude of the floats: tensors whose largest |x| is exactly
+ * 2^k, k from 127 down to -149 (the smallest subnormal), at several
+ * world sizes, summed within the documented bound of the exact sums;
+ * and ranks of very different magnitudes in one sum (rank r about
+ * 2^-(37 r) of rank 0), where the bound follows the largest.
+ */
+static void
+sweep_magnitudes(void **state)
+{
+	static const unsigned int ws[] = { 1, 2, 3, 8, 64 };
+	static float xs[64][64];
+	uint64_t s = 99;
+
+	(void)state;
+	for (size_t wi = 0; wi < sizeof(ws) / sizeof(ws[0]); wi++) {
+		unsigned int world = ws[wi];
+		double worst = 0.0, lim;
+
+		for (int k = 127; k >= -149; k--) {
+			for (int mixed = 0; mixed < 2; mixed++) {
+				double w;
+
+				for (unsigned int r = 0; r < world; r++)
+					for (size_t i = 0; i < 64; i++)
+						xs[r][i] = sweep_elem(&s, mixed ?
+							k - (int)(37 * r % 150) :
+							k);
+				/* The largest: exactly 2^k, on some rank. */
+				xs[rnd_next(&s) % (mixed ? 1 : world)]
+					[rnd_next(&s) % 64] =
+					ldexpf((rnd_next(&s) & 1) ? -1.0f :
+						1.0f, k);
+				w = check_world_sum(xs, world, 64);
+				worst = w > worst ? w : worst;
+			}
+		}
+		/* Relative to absmax: E / absmax plus the f32 rounding. */
+		lim = (double)world * ldexp(1.0, -fixp_doc_b(world)) +
+			ldexp((double)world + 1.0, -24) + 0x1p-40;
+		print_message("# world %u: worst error %.3g of absmax "
+			"(bound %.3g)\n", world, worst, lim);
+		if (worst > lim)
+			fail_msg("world %u: worst error %a of absmax, above %a",
+				world, worst, lim);
+	}
+}
+
+/* All zeros of either sign: exponent 0, every sum +0. */
+static void
+zero_sums(void **state)
+{
+	static float xs[64][64];
+
+	(void)state;
+	for (unsigned int r = 0; r < 64; r++)
+		for (size_t i = 0; i < 64; i++)
+			xs[r][i] = ((r + i) & 1) ? -0.0f : 0.0f;
+	for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++) {
+		int32_t q[64], sum[64] = { 0 };
+		float y[64];
+
+		assert_int_equal(exponent_of(0.0f, worlds[wi]), 0);
+		for (unsigned int r = 0; r < worlds[wi]; r++) {
+			assert_true(tally_fixp_absmax(xs[r], 64) == 0.0f);
+			tally_fixp_encode(xs[r], q, 64, 0);
+			for (size_t i = 0; i < 64; i++)
+				sum[i] += q[i];
+		}
+		tally_fixp_decode(sum, y, 64, 0);
+		for (size_t i = 0; i < 64; i++)
+			assert_int_equal(to_bits(y[i]), 0);
+	}
+}
+
+/*
+ * NaN in a member's tensor: it counts as 0 in the max and in the sum
+ * (the other members' values come through, within the bound); an
+ * infinity leaves no exponent (-EINVAL, so libtally's -ERANGE).
+ */
+static void
+nan_inf_sums(void **state)
+{
+	static float xs[64][64];
+	uint64_t s = 5;
+	int e;
+
+	(void)state;
+	for (unsigned int r = 0; r < 3; r++)
+		for (size_t i = 0; i < 64; i++)
+			xs[r][i] = sweep_elem(&s, -120);
+	xs[1][3] = NAN;
+	xs[2][3] = -NAN;
+	xs[0][7] = from_bits(0x7f800001u);
+	(void)check_world_sum(xs, 3, 64);
+	xs[1][9] = INFINITY;
+	assert_true(isinf(tally_fixp_absmax(xs[1], 64)));
+	assert_int_equal(tally_fixp_exponent(tally_fixp_absmax(xs[1], 64),
+		3, &e), -EINVAL);
+}
+
 int
 main(void)
 {
@@ -529,6 +797,9 @@ main(void)
 		cmocka_unit_test(decode_known),
 		cmocka_unit_test(model_random),
 		cmocka_unit_test(deterministic),
+		cmocka_unit_test(sweep_magnitudes),
+		cmocka_unit_test(zero_sums),
+		cmocka_unit_test(nan_inf_sums),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
