@@ -90,6 +90,19 @@ encode_loop(const float *restrict x, int32_t *restrict q, size_t n,
 		q[i] = tally_fixp_enc1(x[i], s1, s2);
 }
 
+/*
+ * encode_loop() for e <= 126, where the second factor is 1: the product
+ * by 1 is exact, so the compiler drops it and the loop is as fast as a
+ * single scaling.
+ */
+TALLY_MV static void
+encode_loop1(const float *restrict x, int32_t *restrict q, size_t n,
+	float s1)
+{
+	for (size_t i = 0; i < n; i++)
+		q[i] = tally_fixp_enc1(x[i], s1, 1.0f);
+}
+
 /* x[0..n) = dec1(q[0..n)); borrows q, writes the caller's x. */
 TALLY_MV static void
 decode_loop(const int32_t *restrict q, float *restrict x, size_t n,
@@ -112,7 +125,12 @@ decode_tiny_loop(const int32_t *restrict q, float *restrict x, size_t n,
 void
 tally_fixp_encode(const float *x, int32_t *q, size_t n, int exp)
 {
-	encode_loop(x, q, n, tally_fixp_scale1(exp), tally_fixp_scale2(exp));
+	float s2 = tally_fixp_scale2(exp);
+
+	if (s2 == 1.0f)
+		encode_loop1(x, q, n, tally_fixp_scale1(exp));
+	else
+		encode_loop(x, q, n, tally_fixp_scale1(exp), s2);
 }
 
 /*
