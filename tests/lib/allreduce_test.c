@@ -11,6 +11,10 @@
  * encodings, decode); for max the element-wise maximum in IEEE 754's
  * total order. Plans mix sizes and kinds on one context, which is what
  * catches a shadow-set bit that does not carry over between calls.
+ * f32 sums are also checked against the exact sums of the ranks' data
+ * within the bound <tally/fixp.h> documents, over every magnitude of the
+ * floats (2^127 down to the subnormal 2^-149), with ranks of very
+ * different magnitudes, NaN and all-zero tensors.
  * Failures: a missing rank and a wrong token time out, a packet larger
  * than the job's is NACKed, an infinity leaves no scale, a failing
  * transport (a fake) ends the call, bad arguments are refused.
@@ -22,6 +26,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,20 +39,32 @@
 
 #include "lib/ctx.h"
 #include "loopagg.h"
+#include "../gpu/fixp_bound.h"
 
 #define JOB		9
 #define TOKEN		UINT64_C(0x0123456789abcdef)
 #define WORLD		4
 #define ELEMS		256
-#define MAX_STEPS	16
+#define MAX_STEPS	320
 #define BIG		(1u << 20)
 
-enum kind { K_I32, K_F32, K_MAX, K_F32_INF };
+/*
+ * K_F32_MAG: f32 whose largest |x| is 2^mag (on rank 0); K_F32_MIX: the
+ * same with rank r about 2^-(37 r mod 150) of it; K_F32_NAN: K_F32 with
+ * NaNs; K_F32_ZERO: zeros of both signs.
+ */
+enum kind {
+	K_I32, K_F32, K_MAX, K_F32_INF, K_F32_MAG, K_F32_MIX, K_F32_NAN,
+	K_F32_ZERO,
+};
 
 struct step {
 	enum kind kind;
 	size_t n;
 };
+
+/* The exponent of the largest |x| of step s, for K_F32_MAG, K_F32_MIX. */
+static int step_mag[MAX_STEPS];
 
 struct plan {
 	const struct step *steps;
@@ -69,7 +86,7 @@ struct worker {
 	struct tally_ctx_stats st;
 };
 
-static struct worker workers[WORLD];
+static struct worker workers[TALLY_MAX_WORKERS];
 
 static uint64_t
 now_ns(void)
@@ -90,17 +107,54 @@ mix(uint64_t z)
 }
 
 /*
- * Rank r's element i at step s: any bits for i32 (sums wrap), for f32
- * normal-ish values in [-1, 1] with an outlier in 512 up to 30x larger,
- * and the scale varying by step.
+ * Rank r's f32 of a K_F32_MAG or K_F32_MIX step: |x| <= 2^mag (2^(mag -
+ * 37 r mod 150) for K_F32_MIX ranks), a 24-bit mantissa at the top or far
+ * below it (into the subnormals, and to 0), zeros of either sign; rank
+ * 0's element s % n is +-2^mag exactly, the step's largest.
  */
 static void
-gen(enum kind k, unsigned int r, unsigned int s, size_t n, void *buf)
+gen_mag(enum kind k, int mag, unsigned int r, unsigned int s, size_t n,
+	uint64_t seed, float *x)
 {
+	int top = k == K_F32_MIX ? mag - (int)(37 * r % 150) : mag;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = mix(seed ^ i);
+		float m = (float)((int64_t)(h >> 39) - (1 << 24));
+
+		switch (h & 7) {
+		case 0:
+			x[i] = (h & 8) ? -0.0f : 0.0f;
+			break;
+		case 1:
+			x[i] = ldexpf(m, top - 24 - (int)(h >> 3 & 63));
+			break;
+		default:
+			x[i] = ldexpf(m, top - 24);
+			break;
+		}
+	}
+	if (r == 0 && n > 0)
+		x[s % n] = ldexpf((seed & 1) ? -1.0f : 1.0f, mag);
+}
+
+/*
+ * Rank r's element i at step s: any bits for i32 (sums wrap), for f32
+ * normal-ish values in [-1, 1] with an outlier in 512 up to 30x larger,
+ * and the scale varying by step (or as gen_mag() says; NaNs or zeros).
+ */
+static void
+gen(const struct step *st, unsigned int r, unsigned int s, void *buf)
+{
+	enum kind k = st->kind;
 	uint64_t seed = mix((uint64_t)r << 40 | (uint64_t)s << 20 | k);
 	float scale = (float)(1u << (s % 7)) / 16.0f;
-	size_t i;
+	size_t i, n = st->n;
 
+	if (k == K_F32_MAG || k == K_F32_MIX) {
+		gen_mag(k, step_mag[s], r, s, n, seed, buf);
+		return;
+	}
 	for (i = 0; i < n; i++) {
 		uint64_t h = mix(seed ^ i);
 		float x;
@@ -113,11 +167,22 @@ gen(enum kind k, unsigned int r, unsigned int s, size_t n, void *buf)
 			(float)(h >> 32 & 0xffff)) / 98304.0f - 1.0f;
 		if ((h >> 48 & 0x1ff) == 0)
 			x *= 1.0f + (float)(h >> 57);
+		if (k == K_F32_ZERO)
+			x = (h & 1) ? -0.0f : 0.0f;
+		if (k == K_F32_NAN && (h >> 20 & 15) == 0)
+			x = (h & 1) ? NAN : -NAN;
 		((float *)buf)[i] = x * scale;
 	}
 	/* K_F32_INF: f32 with an infinity in rank 1's tensor. */
 	if (k == K_F32_INF && r == 1 && n > 0)
 		((float *)buf)[n / 2] = INFINITY;
+}
+
+/* Whether a kind is an f32 sum (through fixed point). */
+static int
+is_f32(enum kind k)
+{
+	return k != K_I32 && k != K_MAX;
 }
 
 /* Total-order key of a float's bits: larger key, larger float. */
@@ -129,9 +194,11 @@ order_key(uint32_t u)
 
 /* ref = what every rank should get at step s of world ranks. */
 static void
-reference(enum kind k, unsigned int world, unsigned int s, size_t n,
+reference(const struct step *st, unsigned int world, unsigned int s,
 	void *ref)
 {
+	enum kind k = st->kind;
+	size_t n = st->n;
 	uint32_t *acc = calloc(n + 1, 4);
 	float *x = malloc((n + 1) * 4);
 	int32_t *q = malloc((n + 1) * 4);
@@ -143,19 +210,19 @@ reference(enum kind k, unsigned int world, unsigned int s, size_t n,
 	assert_non_null(acc);
 	assert_non_null(x);
 	assert_non_null(q);
-	if (k == K_F32) {
+	if (is_f32(k)) {
 		for (r = 0; r < world; r++) {
 			float a;
 
-			gen(k, r, s, n, x);
+			gen(st, r, s, x);
 			a = tally_fixp_absmax(x, n);
 			amax = a > amax ? a : amax;
 		}
 		assert_int_equal(tally_fixp_exponent(amax, world, &e), 0);
 	}
 	for (r = 0; r < world; r++) {
-		gen(k, r, s, n, x);
-		if (k == K_F32)
+		gen(st, r, s, x);
+		if (is_f32(k))
 			tally_fixp_encode(x, q, n, e);
 		else
 			memcpy(q, x, n * 4);
@@ -168,7 +235,7 @@ reference(enum kind k, unsigned int world, unsigned int s, size_t n,
 				acc[i] = u;
 		}
 	}
-	if (k == K_F32)
+	if (is_f32(k))
 		tally_fixp_decode((const int32_t *)acc, ref, n, e);
 	else
 		memcpy(ref, acc, n * 4);
@@ -177,17 +244,70 @@ reference(enum kind k, unsigned int world, unsigned int s, size_t n,
 	free(q);
 }
 
+/*
+ * The f32 result res of step s against the exact sums of the ranks' data
+ * (NaN as 0): within the documented bound everywhere, or an infinity
+ * where the exact sum is past the floats. Returns the largest error
+ * relative to the global max |x|.
+ */
+static double
+check_precision(const struct step *st, unsigned int world, unsigned int s,
+	const float *res)
+{
+	size_t n = st->n;
+	struct xsum *sum = calloc(n + 1, sizeof(*sum));
+	float *x = malloc((n + 1) * 4), amax = 0.0f;
+	double worst = 0.0;
+	unsigned int r;
+
+	assert_non_null(sum);
+	assert_non_null(x);
+	for (r = 0; r < world; r++) {
+		float a;
+
+		gen(st, r, s, x);
+		a = tally_fixp_absmax(x, n);
+		amax = a > amax ? a : amax;
+		for (size_t i = 0; i < n; i++)
+			if (!isnan(x[i]))
+				xsum_add(&sum[i], x[i], 1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		double exact = xsum_double(&sum[i]), d;
+		double bound = fixp_doc_bound(exact, amax, world);
+
+		if (isinf(res[i])) {
+			if (fabs(exact) + bound < FLT_MAX ||
+					(res[i] > 0) != (exact > 0))
+				fail_msg("step %u: %a for the exact sum %a", s,
+					(double)res[i], exact);
+			continue;
+		}
+		xsum_add(&sum[i], res[i], -1);
+		d = fabs(xsum_double(&sum[i]));
+		if (d > bound)
+			fail_msg("step %u (max |x| %a, world %u): element %zu "
+				"is %a, the exact sum %a: error %a above %a",
+				s, (double)amax, world, i, (double)res[i],
+				exact, d, bound);
+		if (amax > 0.0f && d / amax > worst)
+			worst = d / amax;
+	}
+	free(sum);
+	free(x);
+	return worst;
+}
+
 static int
 call(struct tally_ctx *ctx, enum kind k, void *buf, size_t n)
 {
 	switch (k) {
 	case K_I32:
 		return tally_allreduce_i32(ctx, buf, n);
-	case K_F32:
-	case K_F32_INF:
-		return tally_allreduce_f32(ctx, buf, n);
-	default:
+	case K_MAX:
 		return tally_allreduce_max_f32(ctx, buf, n);
+	default:
+		return tally_allreduce_f32(ctx, buf, n);
 	}
 }
 
@@ -206,7 +326,7 @@ worker_main(void *arg)
 		uint64_t t0;
 
 		w->out[s] = malloc(st->n * 4 + 4);
-		gen(st->kind, w->o.rank, s, st->n, w->out[s]);
+		gen(st, w->o.rank, s, w->out[s]);
 		t0 = now_ns();
 		w->rc[s] = call(ctx, st->kind, w->out[s], st->n);
 		w->ns[s] = now_ns() - t0;
@@ -254,7 +374,7 @@ teardown(void **state)
 	unsigned int r, s;
 
 	(void)state;
-	for (r = 0; r < WORLD; r++)
+	for (r = 0; r < TALLY_MAX_WORKERS; r++)
 		for (s = 0; s < MAX_STEPS; s++)
 			free(workers[r].out[s]);
 	memset(workers, 0, sizeof(workers));
@@ -275,7 +395,9 @@ check_results(unsigned int world)
 		void *ref = malloc(n * 4 + 4);
 
 		assert_non_null(ref);
-		reference(p->steps[s].kind, world, s, n, ref);
+		reference(&p->steps[s], world, s, ref);
+		if (is_f32(p->steps[s].kind) && p->steps[s].kind != K_F32_INF)
+			(void)check_precision(&p->steps[s], world, s, ref);
 		for (r = 0; r < world; r++) {
 			if (workers[r].rc[s] != 0)
 				fail_msg("rank %u step %u: %d (%s)", r, s,
@@ -298,7 +420,7 @@ plan_chunks(const struct plan *p, unsigned int elems)
 
 	for (s = 0; s < p->nsteps; s++) {
 		c += (p->steps[s].n + elems - 1) / elems;
-		if (p->steps[s].kind == K_F32 && p->steps[s].n > 0)
+		if (is_f32(p->steps[s].kind) && p->steps[s].n > 0)
 			c++;
 	}
 	return c;
@@ -613,12 +735,72 @@ infinity_is_erange(void **state)
 		void *ref = malloc(n * 4);
 
 		assert_non_null(ref);
-		reference(inf_plan[s].kind, 2, s, n, ref);
+		reference(&inf_plan[s], 2, s, ref);
 		for (r = 0; r < 2; r++) {
 			assert_int_equal(workers[r].rc[s], 0);
 			assert_memory_equal(workers[r].out[s], ref, n * 4);
 		}
 		free(ref);
+	}
+}
+
+/*
+ * Every magnitude of the floats on one context: tensors whose largest |x|
+ * is 2^k for k = 127 down to the subnormal -149, then ranks of very
+ * different magnitudes, NaNs, zeros, an empty tensor and a single
+ * subnormal. check_results() holds every rank to the reference's bits
+ * and those to the documented bound of the exact sums.
+ */
+static struct step mag_steps[MAX_STEPS];
+
+/* Appends a step of kind k, n elements, largest |x| 2^mag. */
+static void
+add_step(unsigned int *c, enum kind k, size_t n, int mag)
+{
+	assert_true(*c < MAX_STEPS);
+	mag_steps[*c] = (struct step){ k, n };
+	step_mag[(*c)++] = mag;
+}
+
+static struct plan
+magnitude_plan(void)
+{
+	unsigned int c = 0;
+
+	for (int k = 127; k >= -149; k--)
+		add_step(&c, K_F32_MAG, 2 * ELEMS + 3, k);
+	for (int k = 127; k >= -149; k -= 23)
+		add_step(&c, K_F32_MIX, ELEMS + 1, k);
+	add_step(&c, K_F32_NAN, 3 * ELEMS, 0);
+	add_step(&c, K_F32_ZERO, ELEMS + 7, 0);
+	add_step(&c, K_F32_MAG, 0, -140);
+	add_step(&c, K_F32_MAG, 1, -149);
+	return (struct plan){ mag_steps, c };
+}
+
+static void
+f32_magnitudes(void **state)
+{
+	static const uint8_t ws[] = { 1, 3, 64 };
+	struct plan p = magnitude_plan();
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+		struct loopagg_conf ac = agg_conf(ws[i]);
+		struct loopagg_stats st;
+
+		run_world(&ac, ws[i], 0, p, &st);
+		assert_int_equal(st.agg.completed, plan_chunks(&p, ELEMS));
+		for (unsigned int s = 0; s < p.nsteps; s++) {
+			if (p.steps[s].kind != K_F32_ZERO)
+				continue;
+			/* +0 everywhere, whatever the signs of the zeros. */
+			for (unsigned int r = 0; r < ws[i]; r++)
+				for (size_t j = 0; j < p.steps[s].n; j++)
+					assert_int_equal(((uint32_t *)
+						workers[r].out[s])[j], 0);
+		}
+		teardown(NULL);
 	}
 }
 
@@ -812,6 +994,7 @@ main(void)
 		cmocka_unit_test_teardown(mixed_sequence, teardown),
 		cmocka_unit_test_teardown(world_1, teardown),
 		cmocka_unit_test_teardown(infinity_is_erange, teardown),
+		cmocka_unit_test_teardown(f32_magnitudes, teardown),
 		cmocka_unit_test_teardown(loss_5_percent, teardown),
 		cmocka_unit_test_teardown(window_1, teardown),
 		cmocka_unit_test_teardown(window_256, teardown),
