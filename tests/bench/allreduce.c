@@ -11,11 +11,14 @@
  * It runs --iters allreduces, restoring its input before each and timing
  * each, then computes the reference (after the timed part, so that the
  * ranks start their allreduces together) and checks every iteration's
- * result against it.
+ * result against it. With --scale-exp, the f32 results are also held to
+ * the documented precision of <tally/fixp.h> against the exact sums.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@
 
 #include "bench.h"
 #include "codec_ref.h"
+#include "../gpu/fixp_bound.h"
 
 #define BENCH_EXIT_ERROR	3	/* an allreduce failed */
 #define DEFAULT_SIZE		(64ull << 20)
@@ -65,6 +69,8 @@ struct ar_opts {
 					 * rank's own alone */
 	unsigned long pause_ms;		/* between iterations */
 	int no_barrier;			/* time without a barrier first */
+	int have_scale;			/* --scale-exp given: */
+	int scale_exp;			/* f32 tensors times 2^scale_exp */
 };
 
 #define GIVEN_DP	1u
@@ -85,6 +91,7 @@ struct ar_run {
 	double best;
 	size_t bad_at;		/* first mismatch of the last iteration */
 	unsigned long bad_iter;	/* iterations that differ, 0 = none */
+	double worst, bound;	/* --scale-exp: error / max |x|, its bound */
 	char check[160];
 	struct tally_ctx_stats st;
 	struct tally_ctx_info info;	/* the context's job and codec */
@@ -113,6 +120,7 @@ static const struct option long_opts[] = {
 	{ "narrow", no_argument, NULL, 'N' },
 	{ "noise", required_argument, NULL, 'O' },
 	{ "no-barrier", no_argument, NULL, 'B' },
+	{ "scale-exp", required_argument, NULL, 'X' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -164,6 +172,11 @@ usage(FILE *f)
 		"S times\n"
 		"                           the rank's own (default: the "
 		"rank's own)\n"
+		"  --scale-exp P            f32 tensors times 2^P (-149..122), "
+		"and the\n"
+		"                           results held to the exact sums "
+		"within\n"
+		"                           fixed point's documented bound\n"
 		"  --rank R                 this worker's rank, 0..W-1\n"
 		"  --world W                members of the job, 1..%u\n"
 		"  --size BYTES             tensor size, suffix K, M or G "
@@ -359,6 +372,22 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 'P':
 		return bench_parse_uint("pause-ms", arg, 0, 3600000,
 			&o->pause_ms);
+	case 'X': {
+		long v;
+		char *tail;
+
+		errno = 0;
+		v = strtol(arg, &tail, 10);
+		if (*arg == '\0' || *tail != '\0' || errno != 0 || v < -149 ||
+				v > 122) {
+			fprintf(stderr, "--scale-exp: '%s' is not an integer "
+				"in [-149, 122]\n", arg);
+			return -1;
+		}
+		o->have_scale = 1;
+		o->scale_exp = (int)v;
+		return 0;
+	}
 	case 'C': {
 		struct tally_codec spec;
 		char why[160];
@@ -513,6 +542,10 @@ gen(const struct ar_opts *o, unsigned int r, size_t i0, size_t n, void *out)
 		else
 			((float *)out)[i] = gen_f32_of(mix(shared ^ (i0 + i))) +
 				(float)o->noise * gen_f32_of(h);
+		/* |x| < 2^5 without --noise: times 2^122 stays finite. */
+		if (o->f32 && o->have_scale)
+			((float *)out)[i] = ldexpf(((float *)out)[i],
+				o->scale_exp);
 	}
 }
 
@@ -760,6 +793,86 @@ check_codec(const struct ar_opts *o, struct ar_run *a)
 	return 0;
 }
 
+/*
+ * Element i of the result against its exact sum (the sum's xsum, which
+ * this consumes): 0 within fixp_doc_bound(), else 1 with a->check set.
+ * Keeps a->worst.
+ */
+static int
+check_elem(struct ar_run *a, size_t i, struct xsum *sum, float amax,
+	unsigned int w)
+{
+	float r = ((const float *)a->buf)[i];
+	double s = xsum_double(sum), b = fixp_doc_bound(s, amax, w), d;
+
+	if (isinf(r)) {
+		/* Only where the exact sum is past the floats. */
+		d = fabs(s) + b < FLT_MAX || (r > 0) != (s > 0) ? INFINITY :
+			0.0;
+	} else {
+		xsum_add(sum, r, -1);
+		d = fabs(xsum_double(sum));
+	}
+	if (amax > 0.0f && d / amax > a->worst)
+		a->worst = d / amax;
+	if (d <= b)
+		return 0;
+	snprintf(a->check, sizeof(a->check), "FAIL (element %zu: %a, the "
+		"exact sum %a: error above the bound %a)", i, (double)r, s, b);
+	return 1;
+}
+
+/*
+ * --scale-exp: the result (a->buf) against the exact sums of every
+ * rank's tensor, a block at a time: within fixp_doc_bound() everywhere,
+ * or an infinity where the exact sum is past the floats. Sets a->worst
+ * (largest error / max |x|) and a->bound (its bound). Returns 0, 1 (above
+ * the bound: a->check says where) or -1 (out of memory).
+ */
+static int
+check_precision(const struct ar_opts *o, struct ar_run *a)
+{
+	struct xsum *sum = malloc(BLOCK * sizeof(*sum));
+	float *x = malloc(BLOCK * sizeof(float)), amax = 0.0f;
+	unsigned int w = (unsigned int)o->world, r;
+	size_t i0, i, len;
+	int rc = 0;
+
+	if (sum == NULL || x == NULL) {
+		free(sum);
+		free(x);
+		return -1;
+	}
+	for (r = 0; r < w; r++)
+		for (i0 = 0; i0 < a->n; i0 += len) {
+			float m;
+
+			len = a->n - i0 < BLOCK ? a->n - i0 : BLOCK;
+			gen(o, r, i0, len, x);
+			m = tally_fixp_absmax(x, len);
+			amax = m > amax ? m : amax;
+		}
+	/* What fixp_doc_bound() allows, relative to amax, at |S| <= w amax. */
+	a->worst = 0.0;
+	a->bound = (double)w * ldexp(1.0, -fixp_doc_b(w)) +
+		ldexp((double)w + 1.0, -24) +
+		(amax > 0.0f ? 0x1p-150 / amax : 0.0);
+	for (i0 = 0; i0 < a->n && rc == 0; i0 += len) {
+		len = a->n - i0 < BLOCK ? a->n - i0 : BLOCK;
+		memset(sum, 0, len * sizeof(*sum));
+		for (r = 0; r < w; r++) {
+			gen(o, r, i0, len, x);
+			for (i = 0; i < len; i++)
+				xsum_add(&sum[i], x[i], 1);
+		}
+		for (i = 0; i < len && rc == 0; i++)
+			rc = check_elem(a, i0 + i, &sum[i], amax, w);
+	}
+	free(sum);
+	free(x);
+	return rc;
+}
+
 /* Compares the results with the reference (in a->input now). */
 static int
 check(const struct ar_opts *o, struct ar_run *a)
@@ -802,6 +915,16 @@ compare_last:
 				"%lu differs from the reference)", it + 1);
 			return -1;
 		}
+	}
+	if (o->f32 && o->have_scale &&
+			a->info.codec.kind == TALLY_CODEC_FIXP) {
+		int rc = check_precision(o, a);
+
+		if (rc < 0)
+			snprintf(a->check, sizeof(a->check), "FAIL (out of "
+				"memory)");
+		if (rc != 0)
+			return -1;
 	}
 	snprintf(a->check, sizeof(a->check), "ok");
 	return 0;
@@ -847,6 +970,9 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->bytes_sent,
 		(unsigned long long)s->bytes_received,
 		(unsigned long long)s->bundled);
+	if (o->have_scale && a->bound > 0.0)
+		printf("precision: scale 2^%d, worst error %.3g of max |x|, "
+			"bound %.3g\n", o->scale_exp, a->worst, a->bound);
 	if (ok)
 		printf("check: %s\n", a->check);
 	else
@@ -890,6 +1016,10 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->bytes_sent,
 		(unsigned long long)s->bytes_received,
 		(unsigned long long)s->bundled);
+	if (o->have_scale && a->bound > 0.0)
+		printf("\"scale_exp\":%d,\"worst_error\":%.6g,"
+			"\"error_bound\":%.6g,", o->scale_exp, a->worst,
+			a->bound);
 	printf(ok ? "\"check\":" : "\"error\":");
 	bench_json_string(stdout, a->check);
 	printf("}\n");

@@ -4,7 +4,9 @@
 # Four kernel-UDP workers allreduce a 64 MiB f32 tensor (twice: the second
 # round reuses every slot's other shadow set) and an i32 tensor through
 # tally-dp: every worker's result equals the reference fixed-point sum
-# computed on the CPU, and all four are bit-identical.
+# computed on the CPU, and all four are bit-identical. Tensors of magnitude
+# 2^-140 (subnormals among them) and 2^120 are also held to fixed point's
+# documented precision against the exact sums (tally-bench --scale-exp).
 TESTBED_OPTS="-n 4"
 . "$(dirname "$0")/preamble.sh"
 TOKEN=00c0ffee00c0ffee
@@ -14,15 +16,21 @@ ok $? "tally-dp starts on the testbed port"
 job_add 1 "$TOKEN" 0 1 2 3 >/dev/null
 ok $? "job 1 added: 4 members"
 
-# round TYPE SIZE NAME: four workers, twice, checked and compared.
+# round TYPE SIZE NAME [FLAGS]: four workers, twice, checked and compared.
 round() {
-	allreduce_all 1 "$TOKEN" 4 "$3" --type "$1" --size "$2" --iters 2 \
-		--seed 7
-	grep -h -i -E 'goodput|best' "$WORK/$3.0" | sed 's/^/# /'
+	local type=$1 size=$2 name=$3
+
+	shift 3
+	allreduce_all 1 "$TOKEN" 4 "$name" --type "$type" --size "$size" \
+		--iters 2 --seed 7 "$@"
+	grep -h -i -E 'goodput|best|precision' "$WORK/$name.0" |
+		sed 's/^/# /'
 }
 
 round f32 64M f32-64MiB
 round i32 4M i32-4MiB
+round f32 1M f32-tiny-1MiB --scale-exp -140
+round f32 1M f32-huge-1MiB --scale-exp 120
 [ "$(dp_counter drop_bad_token)" -eq 0 ]
 ok $? "no packet was refused"
 dp_stop
