@@ -707,7 +707,8 @@ nack_bad_slot(void **state)
 
 /*
  * An infinity anywhere leaves no fixed-point scale: every rank gets
- * -ERANGE from the same MAX round, and the contexts stay in step.
+ * -ERANGE from the same MAX round, its tensor untouched, and the
+ * contexts stay in step.
  */
 static const struct step inf_plan[] = {
 	{ K_F32_INF, 5 * ELEMS }, { K_I32, 3 * ELEMS + 1 }, { K_F32, 7 },
@@ -727,8 +728,15 @@ infinity_is_erange(void **state)
 	run_workers(2, PLAN(inf_plan));
 	loopagg_stop(a, NULL);
 	for (r = 0; r < 2; r++) {
+		float *in = malloc(inf_plan[0].n * 4);
+
 		assert_int_equal(workers[r].rc[0], -ERANGE);
 		assert_non_null(strstr(workers[r].err[0], "inf"));
+		/* The tensor is left as it was. */
+		assert_non_null(in);
+		gen(&inf_plan[0], r, 0, in);
+		assert_memory_equal(workers[r].out[0], in, inf_plan[0].n * 4);
+		free(in);
 	}
 	for (s = 1; s < 3; s++) {
 		size_t n = inf_plan[s].n;
