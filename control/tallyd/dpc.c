@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * tallyd's side of tally-dp's admin socket: requests (one JSON object
- * each way on a SOCK_SEQPACKET connection, reconnected as needed), the
- * programming of memberships, and the poll that reads tally-dp's jobs and
- * counters. The poll is also how tallyd notices that tally-dp restarted:
- * a membership tallyd has programmed is missing from its job list, so it
- * is put back (with fresh slots at tally-dp) and counted in dp_reprograms.
+ * tallyd's connection to tally-dp's admin socket (SOCK_SEQPACKET, one
+ * JSON object each way per message), driven by main.c's poll loop and
+ * never waited on: a non-blocking connect, a queue of requests sent one
+ * at a time, each with REQ_TIMEOUT_MS from the moment it starts (connect
+ * and send included) to its reply. A request past its deadline fails
+ * with -ETIMEDOUT and takes tally-dp down: the connection is closed,
+ * queued requests fail with -EHOSTDOWN, and so does every request until
+ * one marked TALLYD_DPC_PROBE (the poll's, every dp_poll_ms) gets an
+ * answer on a fresh connection. A stopped tally-dp whose listen backlog
+ * is full refuses the connect at once (EAGAIN): the same, sooner.
  *
- * Requests block for at most REQ_TIMEOUT_MS: tally-dp answers from its
- * main lcore within microseconds; a tally-dp that does not is treated as
- * down.
+ * What the requests mean is in dpc_ops.c (memberships) and dpc_poll.c
+ * (the poll and the reconciliation).
  */
 #include <errno.h>
-#include <poll.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,20 +23,42 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#include "tallyd.h"
+#include "dpc.h"
 
 #define REQ_TIMEOUT_MS	1000
 #define MAX_REPLY	(256 * 1024)
 
+struct dpc_req {
+	char *text;			/* the request, NUL-terminated */
+	struct tallyd_job *j;		/* NULL: none, or freed since */
+	unsigned int flags;
+	tallyd_dpc_cb *cb;
+	uintptr_t arg;
+	int err;			/* failed: dispatch with this */
+	bool retried;			/* resent once on a new connection */
+	struct dpc_req *next;
+};
+
+enum dpc_conn { DPC_CLOSED, DPC_CONNECTING, DPC_OPEN };
+
 struct tallyd_dpc {
 	char path[108];
-	int fd;			/* -1: not connected */
-	bool up;		/* the last request got a reply */
+	int fd;
+	enum dpc_conn conn;
+	bool sent;			/* the head went out; awaiting its reply */
+	int64_t deadline_ms;		/* the head's, once started */
+	struct dpc_req *head, **tail;	/* queued, head first */
+	struct dpc_req *failed, **ftail; /* to dispatch */
+	uint64_t seq;
+	bool up;			/* the last exchange succeeded */
 	bool logged_down;
-	uint32_t ip;		/* from ping; host order */
+	bool need_ping;
+	bool del_counters;
+	uint32_t ip;			/* from ping; host order */
 	uint16_t port;
 	uint16_t nports;
-	char *buf;		/* MAX_REPLY bytes */
+	struct tallyd_dpc_poll *poll;
+	char *buf;			/* MAX_REPLY bytes */
 };
 
 struct tallyd_dpc *
@@ -49,22 +74,45 @@ tallyd_dpc_create(const char *path)
 		return NULL;
 	}
 	c->buf = malloc(MAX_REPLY);
-	if (c->buf == NULL) {
-		free(c);
+	c->poll = tallyd_dpc_poll_new();
+	if (c->buf == NULL || c->poll == NULL) {
+		tallyd_dpc_destroy(c);
+		errno = ENOMEM;
 		return NULL;
 	}
 	strcpy(c->path, path);
 	c->fd = -1;
+	c->tail = &c->head;
+	c->ftail = &c->failed;
+	c->need_ping = true;
 	return c;
 }
 
+static void
+req_free(struct dpc_req *r)
+{
+	free(r->text);
+	free(r);
+}
+
+/* Drops every request without calling back: tallyd is exiting. */
 void
 tallyd_dpc_destroy(struct tallyd_dpc *c)
 {
+	struct dpc_req *lists[2], *r;
+
 	if (c == NULL)
 		return;
+	lists[0] = c->head;
+	lists[1] = c->failed;
+	for (int i = 0; i < 2; i++)
+		while ((r = lists[i]) != NULL) {
+			lists[i] = r->next;
+			req_free(r);
+		}
 	if (c->fd >= 0)
 		close(c->fd);
+	tallyd_dpc_poll_free(c->poll);
 	free(c->buf);
 	free(c);
 }
@@ -75,147 +123,58 @@ tallyd_dpc_up(const struct tallyd_dpc *c)
 	return c != NULL && c->up;
 }
 
-static int
-dpc_connect(struct tallyd_dpc *c)
+uint64_t
+tallyd_dpc_seq(const struct tallyd_dpc *c)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
-
-	strcpy(sa.sun_path, c->path);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		int err = errno;
-
-		close(fd);
-		return -err;
-	}
-	c->fd = fd;
-	return 0;
+	return c->seq;
 }
 
-static void
-dpc_down(struct tallyd_dpc *c, int err)
+bool
+tallyd_dpc_del_counters(const struct tallyd_dpc *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	if (c->up || !c->logged_down)
-		tallyd_log("tally-dp at %s unreachable: %s", c->path,
-			strerror(err));
-	c->up = false;
-	c->logged_down = true;
+	return c->del_counters;
 }
 
-/* Sends req (borrowed) and returns the reply object, or NULL with errno. */
-static json_t *
-dpc_request_once(struct tallyd_dpc *c, json_t *req)
+void
+tallyd_dpc_set_del_counters(struct tallyd_dpc *c)
 {
-	struct pollfd p;
-	json_error_t jerr;
-	json_t *r;
-	char *text;
-	ssize_t n;
-	int ret;
-
-	if (c->fd < 0 && (ret = dpc_connect(c)) != 0) {
-		errno = -ret;
-		return NULL;
-	}
-	text = json_dumps(req, JSON_COMPACT);
-	if (text == NULL) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	n = send(c->fd, text, strlen(text), MSG_NOSIGNAL);
-	free(text);
-	if (n < 0)
-		return NULL;
-	p = (struct pollfd){ .fd = c->fd, .events = POLLIN };
-	ret = poll(&p, 1, REQ_TIMEOUT_MS);
-	if (ret == 0) {
-		errno = ETIMEDOUT;
-		return NULL;
-	}
-	if (ret < 0)
-		return NULL;
-	n = recv(c->fd, c->buf, MAX_REPLY, 0);
-	if (n <= 0) {
-		errno = n == 0 ? ECONNRESET : errno;
-		return NULL;
-	}
-	r = json_loadb(c->buf, (size_t)n, 0, &jerr);
-	if (r == NULL || !json_is_integer(json_object_get(r, "errno"))) {
-		json_decref(r);
-		errno = EPROTO;
-		return NULL;
-	}
-	return r;
+	c->del_counters = true;
 }
 
-/*
- * One request, with one reconnection (a restarted tally-dp drops the old
- * connection). Returns the reply or NULL (errno set; tally-dp is down).
- */
-static json_t *
-dpc_request(struct tallyd *d, json_t *req)
+bool
+tallyd_dpc_need_ping(const struct tallyd_dpc *c)
+{
+	return c->need_ping || c->ip == 0 || c->port == 0;
+}
+
+struct tallyd_dpc_poll *
+tallyd_dpc_poll_state(struct tallyd_dpc *c)
+{
+	return c->poll;
+}
+
+int
+tallyd_dpc_set_endpoint(struct tallyd *d, json_t *r)
 {
 	struct tallyd_dpc *c = d->dpc;
-	json_t *r = dpc_request_once(c, req);
-
-	if (r == NULL && c->fd >= 0) {
-		close(c->fd);
-		c->fd = -1;
-		r = dpc_request_once(c, req);
-	}
-	if (r == NULL) {
-		int err = errno;
-
-		d->st.dp_errors++;
-		dpc_down(c, err);
-		errno = err;
-		return NULL;
-	}
-	if (!c->up)
-		tallyd_log("tally-dp at %s is up", c->path);
-	c->up = true;
-	c->logged_down = false;
-	return r;
-}
-
-/* Reads tally-dp's address and port range. */
-static int
-dpc_ping(struct tallyd *d)
-{
-	struct tallyd_dpc *c = d->dpc;
-	json_t *req = json_pack("{s:s}", "cmd", "ping"), *r;
 	json_int_t port, workers;
 	const char *ip = NULL;
 	struct in_addr a;
-	int ret = 0;
 
-	r = dpc_request(d, req);
-	json_decref(req);
-	if (r == NULL)
-		return -EHOSTDOWN;
 	if (json_unpack(r, "{s:I, s:I, s?s}", "udp_port", &port, "workers",
 			&workers, "ip", &ip) != 0 || port < 1 ||
 			port > 65535 || workers < 1 ||
-			port + workers - 1 > 65535) {
-		ret = -EPROTO;
-	} else {
-		c->port = (uint16_t)port;
-		c->nports = (uint16_t)workers;
-		if (d->conf.dp_address[0] != '\0')
-			ip = d->conf.dp_address;
-		if (ip != NULL && inet_pton(AF_INET, ip, &a) == 1)
-			c->ip = ntohl(a.s_addr);
-		else
-			ret = -EPROTO;
-	}
-	json_decref(r);
-	return ret;
+			port + workers - 1 > 65535)
+		return -EPROTO;
+	if (d->conf.dp_address[0] != '\0')
+		ip = d->conf.dp_address;
+	if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1)
+		return -EPROTO;
+	c->ip = ntohl(a.s_addr);
+	c->port = (uint16_t)port;
+	c->nports = (uint16_t)workers;
+	c->need_ping = false;
+	return 0;
 }
 
 int
@@ -225,7 +184,7 @@ tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
 	struct tallyd_dpc *c = d->dpc;
 
 	/* Down but known: workers may join while it restarts. */
-	if (c->ip == 0 && dpc_ping(d) != 0)
+	if (c->ip == 0 || c->port == 0)
 		return -EHOSTDOWN;
 	*ip = c->ip;
 	*port = c->port;
@@ -233,190 +192,333 @@ tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
 	return 0;
 }
 
-static json_t *
-job_add_req(const struct tallyd_job *j)
-{
-	json_t *members = json_array(), *o;
-	char tok[17], ip[INET_ADDRSTRLEN];
-
-	for (unsigned int r = 0; r < j->world; r++) {
-		struct in_addr a = { .s_addr = htonl(j->members[r].ip) };
-
-		inet_ntop(AF_INET, &a, ip, sizeof(ip));
-		json_array_append_new(members, json_pack("{s:s, s:i}", "ip", ip,
-			"port", j->members[r].port));
-	}
-	snprintf(tok, sizeof(tok), "%016llx",
-		(unsigned long long)j->wire_token);
-	o = json_pack("{s:s, s:i, s:s, s:i, s:i, s:i, s:b, s:o}", "cmd",
-		"job_add", "id", j->id, "token", tok, "world", j->world,
-		"window", j->window, "max_elems", j->max_elems, "narrow",
-		j->narrow, "members", members);
-	if (o != NULL && j->group_ip != 0) {
-		struct in_addr a = { .s_addr = htonl(j->group_ip) };
-
-		inet_ntop(AF_INET, &a, ip, sizeof(ip));
-		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
-			ip, "port", j->group_port));
-	}
-	return o;
-}
-
-/* Sends req (consumed); returns 0 or -errno from the reply or transport. */
-static int
-dpc_simple(struct tallyd *d, json_t *req, const char *what,
-	const struct tallyd_job *j)
-{
-	json_t *r = dpc_request(d, req);
-	int err;
-
-	json_decref(req);
-	if (r == NULL)
-		return -EHOSTDOWN;
-	err = (int)json_integer_value(json_object_get(r, "errno"));
-	if (err != 0 && err != ENOENT)
-		tallyd_log("tally-dp refused %s of job '%s' (id %u): %s", what,
-			j->name, j->id, json_string_value(json_object_get(r,
-				"error")));
-	json_decref(r);
-	return -err;
-}
-
 int
-tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j)
+tallyd_dpc_request(struct tallyd *d, json_t *req, struct tallyd_job *j,
+	unsigned int flags, tallyd_dpc_cb *cb, uintptr_t arg)
 {
-	int ret = dpc_simple(d, json_pack("{s:s, s:i}", "cmd", "job_del", "id",
-		j->id), "job_del", j);
+	struct tallyd_dpc *c = d->dpc;
+	struct dpc_req *r = calloc(1, sizeof(*r));
 
-	if (ret == 0 || ret == -ENOENT) {
-		j->in_dp = false;
+	if (r != NULL && req != NULL)
+		r->text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (r == NULL || r->text == NULL) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->j = j;
+	r->flags = flags;
+	r->cb = cb;
+	r->arg = arg;
+	*c->tail = r;
+	c->tail = &r->next;
+	c->seq++;
+	if (j != NULL)
+		j->dp_opseq = c->seq;
+	return 0;
+}
+
+void
+tallyd_dpc_forget(struct tallyd *d, struct tallyd_job *j)
+{
+	struct dpc_req *lists[2] = { d->dpc->head, d->dpc->failed }, *r;
+
+	for (int i = 0; i < 2; i++)
+		for (r = lists[i]; r != NULL; r = r->next)
+			if (r->j == j)
+				r->j = NULL;
+}
+
+/* Moves the head to the failed list with err. */
+static void
+fail_head(struct tallyd *d, int err)
+{
+	struct tallyd_dpc *c = d->dpc;
+	struct dpc_req *r = c->head;
+
+	c->head = r->next;
+	if (c->head == NULL)
+		c->tail = &c->head;
+	r->next = NULL;
+	r->err = err;
+	*c->ftail = r;
+	c->ftail = &r->next;
+	c->sent = false;
+	c->deadline_ms = 0;
+	d->st.dp_errors++;
+}
+
+static void
+conn_close(struct tallyd_dpc *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->conn = DPC_CLOSED;
+	c->sent = false;
+}
+
+/*
+ * tally-dp is down: the connection goes, the head fails with err, the
+ * queue behind it with -EHOSTDOWN (except probes, which may reconnect),
+ * and its last stats go (they are no longer current).
+ */
+static void
+go_down(struct tallyd *d, int err)
+{
+	struct tallyd_dpc *c = d->dpc;
+	struct dpc_req **pp, *r;
+
+	conn_close(c);
+	if (c->head != NULL)
+		fail_head(d, err);
+	for (pp = &c->head; (r = *pp) != NULL;) {
+		if (r->flags & TALLYD_DPC_PROBE) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		r->next = NULL;
+		r->err = -EHOSTDOWN;
+		*c->ftail = r;
+		c->ftail = &r->next;
+		d->st.dp_errors++;
+	}
+	c->tail = pp;
+	if (c->up || !c->logged_down)
+		tallyd_log("tally-dp at %s is down: %s", c->path,
+			strerror(-err));
+	c->up = false;
+	c->logged_down = true;
+	c->need_ping = true;
+	json_decref(d->dp_stats);
+	d->dp_stats = NULL;
+}
+
+/* Starts a non-blocking connect; 0 (open or under way) or -errno. */
+static int
+conn_open(struct tallyd_dpc *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	strcpy(sa.sun_path, c->path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		0);
+	if (fd < 0)
+		return -errno;
+	c->fd = fd;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		c->conn = DPC_OPEN;
 		return 0;
 	}
-	return ret;
+	if (errno == EINPROGRESS) {
+		c->conn = DPC_CONNECTING;
+		return 0;
+	}
+	/* EAGAIN: its backlog is full (tally-dp is not accepting). */
+	return -errno;
 }
 
-/* Folds tally-dp's last reading into the base: its counters restart. */
+/*
+ * Sends the head on the open connection. Returns 0 (sent, or the socket
+ * is full: POLLOUT will say when), -EAGAIN to resend on a new
+ * connection, or another -errno for the head.
+ */
+static int
+send_head(struct tallyd_dpc *c)
+{
+	struct dpc_req *r = c->head;
+	ssize_t n = send(c->fd, r->text, strlen(r->text),
+		MSG_DONTWAIT | MSG_NOSIGNAL);
+
+	if (n >= 0) {
+		c->sent = true;
+		return 0;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return 0;
+	if ((errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) &&
+			!r->retried) {
+		r->retried = true;
+		return -EAGAIN;
+	}
+	return -errno;
+}
+
+/* Sends what can be sent now; fails what cannot be sent at all. */
 static void
-fold(struct tallyd_job *j)
+kick(struct tallyd *d)
 {
-	uint64_t *b = (uint64_t *)(void *)&j->base;
-	const uint64_t *l = (const uint64_t *)(const void *)&j->last;
-
-	for (size_t i = 0; i < TALLYD_NCTR; i++)
-		b[i] += l[i];
-	memset(&j->last, 0, sizeof(j->last));
-}
-
-int
-tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j)
-{
+	struct tallyd_dpc *c = d->dpc;
 	int ret;
 
-	if (j->in_dp && (ret = tallyd_dpc_remove(d, j)) != 0)
-		return ret;
-	ret = dpc_simple(d, job_add_req(j), "job_add", j);
-	if (ret == -EEXIST) {
-		/* Left over from before tallyd knew: replace it. */
-		if ((ret = tallyd_dpc_remove(d, j)) == 0)
-			ret = dpc_simple(d, job_add_req(j), "job_add", j);
+	while (c->head != NULL && !c->sent) {
+		if (c->conn == DPC_CLOSED) {
+			if (!c->up && !(c->head->flags & TALLYD_DPC_PROBE)) {
+				fail_head(d, -EHOSTDOWN);
+				continue;
+			}
+			c->deadline_ms = tallyd_now_ms() + REQ_TIMEOUT_MS;
+			if ((ret = conn_open(c)) != 0) {
+				go_down(d, ret);
+				continue;
+			}
+		}
+		if (c->deadline_ms == 0)
+			c->deadline_ms = tallyd_now_ms() + REQ_TIMEOUT_MS;
+		if (c->conn == DPC_CONNECTING)
+			return;
+		ret = send_head(c);
+		if (ret == -EAGAIN) {
+			conn_close(c);
+			continue;
+		}
+		if (ret == -EMSGSIZE) {
+			fail_head(d, ret);	/* the request, not tally-dp */
+			continue;
+		}
+		if (ret != 0)
+			go_down(d, ret);
+		return;
 	}
-	if (ret == 0) {
-		fold(j);
-		j->in_dp = true;
-	}
-	return ret;
 }
 
+/* Calls back the failed requests (they may queue new ones). */
 static void
-read_counters(json_t *o, struct tallyd_ctr *c)
+dispatch_failed(struct tallyd *d)
 {
-	uint64_t *v = (uint64_t *)(void *)c;
+	struct tallyd_dpc *c = d->dpc;
+	struct dpc_req *r;
 
-	memset(c, 0, sizeof(*c));
-	for (size_t i = 0; i < TALLYD_NCTR; i++) {
-		json_t *x = json_object_get(o, tallyd_ctr_names[i]);
-
-		if (json_is_integer(x) && json_integer_value(x) > 0)
-			v[i] = (uint64_t)json_integer_value(x);
+	/* Popped one by one: a callback may free a job others name. */
+	while ((r = c->failed) != NULL) {
+		c->failed = r->next;
+		if (c->failed == NULL)
+			c->ftail = &c->failed;
+		if (r->cb != NULL)
+			r->cb(d, r->j, NULL, r->err, r->arg);
+		req_free(r);
 	}
 }
 
 void
-tallyd_dpc_poll(struct tallyd *d)
+tallyd_dpc_pollfd(struct tallyd *d, struct pollfd *p)
 {
-	json_t *req, *r, *jobs, *o, *stats;
-	struct tallyd_job *j;
-	static bool seen[65536];
-	size_t i;
+	struct tallyd_dpc *c = d->dpc;
 
-	memset(seen, 0, sizeof(seen));
-	req = json_pack("{s:s}", "cmd", "job_list");
-	r = dpc_request(d, req);
-	json_decref(req);
-	if (r == NULL) {
-		for (j = d->jobs; j != NULL; j = j->next)
-			j->in_dp = false;
-		json_decref(d->dp_stats);
-		d->dp_stats = NULL;
+	kick(d);
+	*p = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+	if (c->conn == DPC_CONNECTING || (c->head != NULL && !c->sent))
+		p->events |= POLLOUT;
+}
+
+int64_t
+tallyd_dpc_timers(struct tallyd *d, int64_t now)
+{
+	struct tallyd_dpc *c = d->dpc;
+
+	if (c->head != NULL && c->deadline_ms != 0 && now >= c->deadline_ms) {
+		d->st.dp_timeouts++;
+		go_down(d, -ETIMEDOUT);
+	}
+	kick(d);
+	dispatch_failed(d);
+	kick(d);
+	if (c->failed != NULL)
+		return 0;
+	if (c->head != NULL && c->deadline_ms != 0)
+		return c->deadline_ms > now ? c->deadline_ms - now : 0;
+	return REQ_TIMEOUT_MS;
+}
+
+/* The head's reply arrived in c->buf (n bytes): calls it back. */
+static void
+on_reply(struct tallyd *d, size_t n)
+{
+	struct tallyd_dpc *c = d->dpc;
+	struct dpc_req *r = c->head;
+	json_error_t jerr;
+	json_t *reply;
+
+	reply = json_loadb(c->buf, n, 0, &jerr);
+	if (!json_is_object(reply) ||
+			!json_is_integer(json_object_get(reply, "errno"))) {
+		json_decref(reply);
+		go_down(d, -EPROTO);
 		return;
 	}
-	if (d->dpc->ip == 0 || d->dpc->port == 0)
-		dpc_ping(d);
-	jobs = json_object_get(r, "jobs");
-	json_array_foreach(jobs, i, o) {
-		json_int_t id = json_integer_value(json_object_get(o, "id"));
-		struct tallyd_ctr c;
-		const uint64_t *cv = (const uint64_t *)(const void *)&c;
-		const uint64_t *lv;
-		bool reset = false, moved = false;
+	c->head = r->next;
+	if (c->head == NULL)
+		c->tail = &c->head;
+	c->sent = false;
+	c->deadline_ms = 0;
+	if (!c->up)
+		tallyd_log("tally-dp at %s is up", c->path);
+	c->up = true;
+	c->logged_down = false;
+	if (r->cb != NULL)
+		r->cb(d, r->j, reply, 0, r->arg);
+	json_decref(reply);
+	req_free(r);
+}
 
-		if (id < 0 || id > UINT16_MAX)
-			continue;
-		seen[id] = true;
-		j = tallyd_job_find_id(d, (uint16_t)id);
-		if (j == NULL || !j->has_members)
-			continue;
-		read_counters(json_object_get(o, "counters"), &c);
-		lv = (const uint64_t *)(const void *)&j->last;
-		for (size_t k = 0; k < TALLYD_NCTR; k++) {
-			if (cv[k] < lv[k])
-				reset = true;
-			if (cv[k] != lv[k])
-				moved = true;
+/* Reads one message: the head's reply, or the connection's end. */
+static void
+receive(struct tallyd *d)
+{
+	struct tallyd_dpc *c = d->dpc;
+	bool waiting = c->head != NULL && c->sent;
+	ssize_t n = recv(c->fd, c->buf, MAX_REPLY, MSG_DONTWAIT | MSG_TRUNC);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		int err = n == 0 ? -ECONNRESET : -errno;
+
+		/* An idle connection ends when tally-dp restarts. */
+		if (!waiting) {
+			conn_close(c);
+		} else if (!c->head->retried) {
+			c->head->retried = true;
+			conn_close(c);
+		} else {
+			go_down(d, err);
 		}
-		if (reset)
-			fold(j);
-		j->last = c;
-		j->in_dp = true;
-		j->moved = moved;
-		if (moved)
-			j->last_active = tallyd_wall_s();
+		return;
 	}
-	json_decref(r);
-
-	/* Memberships tally-dp lost (it restarted): put them back. */
-	for (j = d->jobs; j != NULL; j = j->next) {
-		if (seen[j->id] || !j->has_members || j->draining) {
-			if (!seen[j->id])
-				j->in_dp = false;
-			continue;
-		}
-		j->in_dp = false;
-		if (tallyd_dpc_program(d, j) == 0) {
-			d->st.dp_reprograms++;
-			d->state_dirty = true;
-			tallyd_log("job '%s' (id %u, epoch %u) programmed into "
-				"tally-dp again", j->name, j->id, j->epoch);
-		}
+	if (!waiting)
+		return;		/* nothing was asked: not a reply */
+	if ((size_t)n > MAX_REPLY) {
+		tallyd_log("tally-dp's reply of %zd bytes is over %d",
+			n, MAX_REPLY);
+		fail_head(d, -EMSGSIZE);
+		return;
 	}
+	on_reply(d, (size_t)n);
+}
 
-	tallyd_rdv_retry(d);
+void
+tallyd_dpc_event(struct tallyd *d, short revents)
+{
+	struct tallyd_dpc *c = d->dpc;
+	socklen_t len = sizeof(int);
+	int err = 0;
 
-	req = json_pack("{s:s}", "cmd", "stats");
-	stats = dpc_request(d, req);
-	json_decref(req);
-	json_decref(d->dp_stats);
-	d->dp_stats = stats;
-	if (stats != NULL)
-		json_object_del(stats, "errno");
+	if (c->fd < 0)
+		return;
+	if (c->conn == DPC_CONNECTING) {
+		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+			return;
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+			err = errno;
+		if (err != 0) {
+			go_down(d, -err);
+			return;
+		}
+		c->conn = DPC_OPEN;
+	} else if (revents & (POLLIN | POLLERR | POLLHUP)) {
+		receive(d);
+	}
+	kick(d);
 }

@@ -135,6 +135,8 @@ tallyd_job_free(struct tallyd *d, struct tallyd_job *j)
 			d->njobs--;
 			break;
 		}
+	if (d->dpc != NULL)
+		tallyd_dpc_forget(d, j);
 	sodium_memzero(j->token_hash, sizeof(j->token_hash));
 	free(j);
 }
@@ -250,12 +252,12 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 json_t *
 tallyd_stats_json(const struct tallyd *d)
 {
-	json_t *jf = json_object();
+	json_t *jf = json_object(), *o;
 
 	for (int i = 0; i < TALLYD_JF_MAX_; i++)
 		json_object_set_new(jf, tallyd_jf_names[i], json_integer(
 			(json_int_t)d->st.join_failures[i]));
-	return json_pack("{s:I, s:i, s:I, s:I, s:o, s:I, s:I, s:b, s:I, s:I}",
+	o = json_pack("{s:I, s:i, s:I, s:I, s:o, s:I, s:I, s:b, s:I, s:I}",
 		"uptime_s", (json_int_t)(tallyd_wall_s() - d->started),
 		"jobs", d->njobs, "joins", (json_int_t)d->st.joins,
 		"memberships", (json_int_t)d->st.memberships,
@@ -265,12 +267,24 @@ tallyd_stats_json(const struct tallyd *d)
 		"dp_up", tallyd_dpc_up(d->dpc),
 		"dp_reprograms", (json_int_t)d->st.dp_reprograms,
 		"dp_errors", (json_int_t)d->st.dp_errors);
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "dp_timeouts",
+		json_integer((json_int_t)d->st.dp_timeouts));
+	json_object_set_new(o, "dp_mismatches",
+		json_integer((json_int_t)d->st.dp_mismatches));
+	json_object_set_new(o, "dp_stale_removed",
+		json_integer((json_int_t)d->st.dp_stale_removed));
+	return o;
 }
 
 /*
  * Deletion: refuse new joins and fail the waiting ones, then wait until a
  * poll sees no traffic (in-flight rounds finished) or the drain timeout
- * passes, then remove from tally-dp and forget.
+ * passes, then remove from tally-dp and forget. The removal is a request
+ * like any other (dpc_ops.c): its reply runs the step again. While
+ * tally-dp is down nothing waits for it: the poll that reaches it again
+ * removes the job there (tallyd no longer owns it).
  */
 void
 tallyd_job_delete_start(struct tallyd *d, struct tallyd_job *j,
@@ -286,6 +300,34 @@ tallyd_job_delete_start(struct tallyd *d, struct tallyd_job *j,
 	tallyd_job_delete_step(d, tallyd_now_ms());
 }
 
+/* Whether draining j may be forgotten now (else: later, or on a reply). */
+static bool
+delete_ready(struct tallyd *d, struct tallyd_job *j, int64_t now)
+{
+	bool up = tallyd_dpc_up(d->dpc), late = now >= j->drain_deadline_ms;
+
+	if (tallyd_dpc_busy(j))
+		return false;		/* its reply steps again */
+	if (!j->in_dp || !up)
+		return true;
+	if (j->moved && !late)
+		return false;
+	/* Queued: its reply steps again, with j no longer in_dp. */
+	return tallyd_dpc_remove(d, j) != 0;
+}
+
+/* The end of a deletion: j is gone from tally-dp (or cannot be reached). */
+static void
+delete_finish(struct tallyd *d, struct tallyd_job *j)
+{
+	tallyd_log("job '%s' (id %u) deleted", j->name, j->id);
+	if (j->drain_waiter != NULL)
+		tallyd_ctl_reply(d, j->drain_waiter,
+			json_pack("{s:i}", "errno", 0));
+	tallyd_job_free(d, j);
+	d->state_dirty = true;
+}
+
 void
 tallyd_job_delete_step(struct tallyd *d, int64_t now)
 {
@@ -293,18 +335,7 @@ tallyd_job_delete_step(struct tallyd *d, int64_t now)
 
 	for (j = d->jobs; j != NULL; j = next) {
 		next = j->next;
-		if (!j->draining)
-			continue;
-		if (j->in_dp && j->moved && now < j->drain_deadline_ms)
-			continue;
-		if (j->in_dp && tallyd_dpc_remove(d, j) != 0 &&
-				now < j->drain_deadline_ms)
-			continue;
-		tallyd_log("job '%s' (id %u) deleted", j->name, j->id);
-		if (j->drain_waiter != NULL)
-			tallyd_ctl_reply(d, j->drain_waiter,
-				json_pack("{s:i}", "errno", 0));
-		tallyd_job_free(d, j);
-		d->state_dirty = true;
+		if (j->draining && delete_ready(d, j, now))
+			delete_finish(d, j);
 	}
 }

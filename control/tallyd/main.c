@@ -99,8 +99,8 @@ run(struct tallyd *d, int sfd)
 	int64_t next_poll = 0;
 
 	while (!d->stop) {
-		unsigned int n = 0, nctl, nrdv, i;
-		int64_t now = tallyd_now_ms(), wait;
+		unsigned int n = 0, nctl, nrdv, i, idp;
+		int64_t now = tallyd_now_ms(), wait, dpw;
 		int timeout;
 
 		if (now >= next_poll) {
@@ -112,6 +112,9 @@ run(struct tallyd *d, int sfd)
 		wait = tallyd_rdv_timers(d, now);
 		if (next_poll - now < wait)
 			wait = next_poll - now;
+		dpw = tallyd_dpc_timers(d, now);
+		if (dpw < wait)
+			wait = dpw;
 		if (d->state_dirty) {
 			tallyd_state_save(d);
 			d->state_dirty = false;
@@ -130,8 +133,10 @@ run(struct tallyd *d, int sfd)
 		}
 		nctl = tallyd_ctl_pollfds(d, p + n, MAX_POLL - n);
 		n += nctl;
-		nrdv = tallyd_rdv_pollfds(d, p + n, MAX_POLL - n);
+		nrdv = tallyd_rdv_pollfds(d, p + n, MAX_POLL - n - 1);
 		n += nrdv;
+		idp = n;
+		tallyd_dpc_pollfd(d, &p[n++]);
 		timeout = wait < 0 ? 0 : (int)wait;
 		if (poll(p, n, timeout) < 0) {
 			if (errno == EINTR)
@@ -160,6 +165,8 @@ run(struct tallyd *d, int sfd)
 		for (; i < 4 + nctl + nrdv; i++)
 			if (p[i].revents)
 				tallyd_rdv_event(d, p[i].fd, p[i].revents);
+		if (p[idp].revents)
+			tallyd_dpc_event(d, p[idp].revents);
 	}
 }
 

@@ -223,55 +223,82 @@ tallyd_rdv_pollfds(struct tallyd *d, struct pollfd *p, unsigned int max)
 	return n;
 }
 
+static void barrier_try(struct tallyd *d, struct tallyd_job *j);
+
 /*
- * Every rank of j is at the barrier: program tally-dp and release them.
- * While tally-dp cannot be programmed (it is restarting), the ranks keep
- * waiting: tallyd_rdv_retry() tries again after each successful poll,
- * until the job's join deadline.
+ * Every rank of j is at the barrier: program the membership into tally-dp
+ * with a fresh wire token (dpc_ops.c, asynchronous). The ranks are
+ * released by tallyd_rdv_programmed() when tally-dp has taken it. While
+ * it cannot (tally-dp is down, or a request about j is outstanding), the
+ * ranks keep waiting: tallyd_rdv_retry() tries again after each poll and
+ * after j's outstanding request, until the job's join deadline.
  */
 static void
 barrier_done(struct tallyd *d, struct tallyd_job *j)
 {
-	struct tally_rdv_msg m = { .op = TALLY_RDV_READY };
-	struct tallyd_member old[TALLY_MAX_WORKERS];
-	uint64_t old_token = j->wire_token;
-	bool had = j->has_members;
+	struct tallyd_member m[TALLY_MAX_WORKERS];
+	uint64_t token;
 	unsigned int r;
-	int ret;
 
-	memcpy(old, j->members, sizeof(old));
+	if (tallyd_dpc_busy(j)) {
+		j->program_pending = true;
+		return;
+	}
 	for (r = 0; r < j->world; r++)
-		j->members[r] = j->joiners[r]->member;
-	randombytes_buf(&j->wire_token, sizeof(j->wire_token));
-	j->has_members = true;
-	ret = tallyd_dpc_program(d, j);
-	if (ret != 0) {
-		if (!j->program_pending)
+		m[r] = j->joiners[r]->member;
+	randombytes_buf(&token, sizeof(token));
+	if (tallyd_dpc_program(d, j, m, token) != 0)
+		j->program_pending = true;
+}
+
+/* Whether every rank of j waits at the barrier with j's members. */
+static bool
+barrier_holds(const struct tallyd_job *j)
+{
+	for (unsigned int r = 0; r < j->world; r++) {
+		const struct tallyd_rdv_conn *c = j->joiners[r];
+
+		if (c == NULL || c->st != RC_WAIT ||
+				c->member.ip != j->members[r].ip ||
+				c->member.port != j->members[r].port)
+			return false;
+	}
+	return true;
+}
+
+void
+tallyd_rdv_programmed(struct tallyd *d, struct tallyd_job *j, int err)
+{
+	struct tally_rdv_msg m = { .op = TALLY_RDV_READY };
+	unsigned int r;
+
+	if (err != 0) {
+		if (!j->program_pending && j->njoined > 0)
 			tallyd_log("job '%s': all %u ranks joined; waiting for "
 				"tally-dp to take the membership (%s)", j->name,
-				j->world, strerror(-ret));
-		j->program_pending = true;
-		if (!j->in_dp) {
-			/* Nothing of the old membership is left at tally-dp. */
-			j->has_members = false;
-		} else {
-			memcpy(j->members, old, sizeof(old));
-			j->wire_token = old_token;
-			j->has_members = had;
-		}
+				j->world, strerror(-err));
+		j->program_pending = j->njoined > 0;
 		return;
 	}
 	j->program_pending = false;
+	if (j->draining)
+		return;
+	if (!barrier_holds(j)) {
+		/* A rank left or came back from elsewhere meanwhile. */
+		barrier_try(d, j);
+		return;
+	}
 	j->epoch = ++d->next_epoch;
+	j->last_active = tallyd_wall_s();
+	d->st.joins += j->world;
+	d->st.memberships++;
+	/* On disk before any rank may count under it. */
+	tallyd_state_save(d);
 	m.wire_token = j->wire_token;
 	m.epoch = j->epoch;
 	for (r = 0; r < j->world; r++)
 		conn_finish(j->joiners[r], &m);
 	j->njoined = 0;
-	j->last_active = tallyd_wall_s();
-	d->st.joins += j->world;
-	d->st.memberships++;
-	d->state_dirty = true;
 	tallyd_log("job '%s' (id %u): membership %u of %u ranks formed",
 		j->name, j->id, j->epoch, j->world);
 }

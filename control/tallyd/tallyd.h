@@ -84,6 +84,29 @@ struct tallyd_member {
 struct tallyd_rdv_conn;
 struct tallyd_ctl_client;
 
+/* Why a membership is being programmed into tally-dp. */
+enum tallyd_prog_why {
+	TALLYD_PROG_BARRIER,	/* a new membership formed (rdv.c) */
+	TALLYD_PROG_RESTORE,	/* tally-dp lost it (restarted) */
+	TALLYD_PROG_MISMATCH,	/* tally-dp holds another configuration */
+};
+
+enum tallyd_dp_op_kind { TALLYD_OP_NONE, TALLYD_OP_PROGRAM, TALLYD_OP_REMOVE };
+
+/*
+ * A job's outstanding work at tally-dp: at most one chain of requests at
+ * a time (read the counters, job_del, job_add), each step queued by the
+ * previous one's reply (dpc_ops.c).
+ */
+struct tallyd_dp_op {
+	enum tallyd_dp_op_kind kind;
+	enum tallyd_prog_why why;
+	int stage;
+	bool ours;		/* what job_del removes is j's membership */
+	struct tallyd_member members[TALLY_MAX_WORKERS];
+	uint64_t token;
+};
+
 struct tallyd_job {
 	char name[TALLY_RDV_NAME_MAX + 1];
 	uint16_t id;			/* at the dataplane */
@@ -117,6 +140,10 @@ struct tallyd_job {
 	bool in_dp;			/* tally-dp had it at the last poll */
 	bool moved;			/* counters changed at the last poll */
 
+	/* tally-dp's side (dpc_ops.c): the chain of requests about j. */
+	struct tallyd_dp_op dp_op;
+	uint64_t dp_opseq;		/* tallyd_dpc_seq() at its last request */
+
 	/* Deletion. */
 	bool draining;
 	int64_t drain_deadline_ms;
@@ -149,6 +176,9 @@ struct tallyd_stats {
 	uint64_t ctl_errors;
 	uint64_t dp_reprograms;	/* memberships put back after tally-dp lost them */
 	uint64_t dp_errors;	/* admin requests that failed */
+	uint64_t dp_timeouts;	/* of those, the ones past their deadline */
+	uint64_t dp_mismatches;	/* jobs programmed again: tally-dp's differed */
+	uint64_t dp_stale_removed; /* jobs removed from tally-dp: not tallyd's */
 };
 
 struct tallyd_dpc;
@@ -216,7 +246,12 @@ json_t *tallyd_stats_json(const struct tallyd *d);
 int tallyd_state_save(struct tallyd *d);
 int tallyd_state_load(struct tallyd *d, char *why, size_t wlen);
 
-/* dpc.c: tally-dp's admin socket. */
+/*
+ * dpc.c: tally-dp's admin socket, never waited on: requests are queued
+ * and answered through the poll loop (docs/control.md, "tallyd and
+ * tally-dp"). tally-dp is "down" from a failed exchange (no connection,
+ * a deadline passed) until the next one succeeds.
+ */
 struct tallyd_dpc *tallyd_dpc_create(const char *path);
 void tallyd_dpc_destroy(struct tallyd_dpc *c);
 bool tallyd_dpc_up(const struct tallyd_dpc *c);
@@ -228,17 +263,52 @@ bool tallyd_dpc_up(const struct tallyd_dpc *c);
 int tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
 	uint16_t *nports);
 
-/* Programs j's membership into tally-dp, replacing an older one. */
-int tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j);
+/* The admin connection's pollfd (fd -1 while there is none). */
+void tallyd_dpc_pollfd(struct tallyd *d, struct pollfd *p);
+/* Handles the connection's revents. */
+void tallyd_dpc_event(struct tallyd *d, short revents);
+/* Deadlines and failed requests; returns ms to the next deadline. */
+int64_t tallyd_dpc_timers(struct tallyd *d, int64_t now);
+/* j is being freed: requests about it go on without it. */
+void tallyd_dpc_forget(struct tallyd *d, struct tallyd_job *j);
 
-/* Removes j from tally-dp (absent is fine). */
+/* dpc_ops.c: whether a chain of requests about j is outstanding. */
+bool tallyd_dpc_busy(const struct tallyd_job *j);
+
+/*
+ * Programs the membership (members of j->world ranks, wire token) into
+ * tally-dp as job j, replacing what tally-dp holds under j's id; the
+ * final counters of the membership it replaces are folded into j's.
+ * On success j's members and wire_token become these, has_members true.
+ * When done, tallyd_rdv_programmed(d, j, 0 or -errno). Returns 0 (under
+ * way), -EBUSY (a chain about j is outstanding) or -ENOMEM.
+ */
+int tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
+	const struct tallyd_member *members, uint64_t wire_token);
+
+/*
+ * Removes j from tally-dp, folding its final counters into j's; when
+ * done, tallyd_job_delete_step() runs. Returns 0 (under way), -EBUSY or
+ * -ENOMEM.
+ */
 int tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j);
 
 /*
- * One poll: reads tally-dp's jobs and counters, puts back memberships it
- * lost (a restart), folds counters, refreshes d->dp_stats.
+ * dpc_poll.c: starts a poll (unless one is under way): reads tally-dp's
+ * jobs and counters page by page, reconciles its job table with tallyd's
+ * (removes what tallyd does not own, programs again what is missing or
+ * differs), refreshes d->dp_stats, then retries pending barriers.
  */
 void tallyd_dpc_poll(struct tallyd *d);
+
+/*
+ * Whether tally-dp's job_list entry differs from j's programmed
+ * membership (world, window, max_elems, narrow, members, group, and the
+ * token when the entry has token_fp). Returns 1 with the first
+ * difference named in what ("window 32, not 64"), or 0.
+ */
+int tallyd_dpc_entry_differs(const struct tallyd_job *j, json_t *entry,
+	char *what, size_t wlen);
 
 /* rdv.c */
 int tallyd_rdv_listen(struct tallyd *d);
@@ -250,6 +320,8 @@ void tallyd_rdv_accept(struct tallyd *d);
 void tallyd_rdv_event(struct tallyd *d, int fd, short revents);
 /* Completes barriers that waited for tally-dp to come back. */
 void tallyd_rdv_retry(struct tallyd *d);
+/* dpc_ops.c's answer to a barrier's tallyd_dpc_program(). */
+void tallyd_rdv_programmed(struct tallyd *d, struct tallyd_job *j, int err);
 /* Join timeouts and idle connections; returns ms to the next deadline. */
 int64_t tallyd_rdv_timers(struct tallyd *d, int64_t now);
 /* Fails every rank waiting on j with err (a positive errno). */

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Memberships at tally-dp: programming one (job_add, replacing what
+ * tally-dp holds under the job's id with job_del first) and removing a
+ * job. Each is a chain of requests on dpc.c's queue, one step queued by
+ * the previous one's reply, kept in the job's dp_op; at most one chain
+ * per job at a time.
+ *
+ * Counters stay exact across the replacement: job_del's reply carries
+ * the removed job's final counters (taken after tally-dp's lcores let go
+ * of it), which become the job's last reading and are folded into its
+ * base before the new membership starts counting from zero. A tally-dp
+ * whose job_del does not report them gets a job_list of that one job
+ * just before the job_del instead (exact when the old members have
+ * stopped sending, as they have once all of them joined anew).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "dpc.h"
+
+enum stage { ST_READ, ST_DEL, ST_ADD, ST_DEL_EXISTING, ST_ADD_AGAIN };
+
+static void step(struct tallyd *d, struct tallyd_job *j, enum stage st);
+
+bool
+tallyd_dpc_busy(const struct tallyd_job *j)
+{
+	return j->dp_op.kind != TALLYD_OP_NONE;
+}
+
+static json_t *
+job_add_req(const struct tallyd_job *j)
+{
+	const struct tallyd_dp_op *op = &j->dp_op;
+	json_t *members = json_array(), *o;
+	char tok[17], ip[INET_ADDRSTRLEN];
+
+	for (unsigned int r = 0; r < j->world; r++) {
+		struct in_addr a = { .s_addr = htonl(op->members[r].ip) };
+
+		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		json_array_append_new(members, json_pack("{s:s, s:i}", "ip", ip,
+			"port", op->members[r].port));
+	}
+	snprintf(tok, sizeof(tok), "%016llx", (unsigned long long)op->token);
+	o = json_pack("{s:s, s:i, s:s, s:i, s:i, s:i, s:b, s:o}", "cmd",
+		"job_add", "id", j->id, "token", tok, "world", j->world,
+		"window", j->window, "max_elems", j->max_elems, "narrow",
+		j->narrow, "members", members);
+	if (o != NULL && j->group_ip != 0) {
+		struct in_addr a = { .s_addr = htonl(j->group_ip) };
+
+		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
+			ip, "port", j->group_port));
+	}
+	return o;
+}
+
+/*
+ * The chain is over (err 0 or -errno): tell whoever waits. j may be
+ * freed by the continuation; nothing touches it after.
+ */
+static void
+finish(struct tallyd *d, struct tallyd_job *j, int err)
+{
+	enum tallyd_dp_op_kind kind = j->dp_op.kind;
+	enum tallyd_prog_why why = j->dp_op.why;
+
+	j->dp_op.kind = TALLYD_OP_NONE;
+	if (kind == TALLYD_OP_REMOVE) {
+		/* Whatever happened, a poll removes what is left there. */
+		j->in_dp = false;
+		tallyd_job_delete_step(d, tallyd_now_ms());
+		return;
+	}
+	if (why == TALLYD_PROG_BARRIER) {
+		/* Nothing of the old membership is left at tally-dp. */
+		if (err != 0 && !j->in_dp)
+			j->has_members = false;
+		tallyd_rdv_programmed(d, j, err);
+		return;
+	}
+	if (err == 0 && why == TALLYD_PROG_RESTORE) {
+		d->st.dp_reprograms++;
+		tallyd_log("job '%s' (id %u, epoch %u) programmed into "
+			"tally-dp again", j->name, j->id, j->epoch);
+	} else if (err == 0) {
+		tallyd_log("job '%s' (id %u, epoch %u): tally-dp has tallyd's "
+			"configuration again", j->name, j->id, j->epoch);
+	}
+	if (j->draining)
+		tallyd_job_delete_step(d, tallyd_now_ms());
+	else if (j->program_pending)
+		tallyd_rdv_retry(d);
+}
+
+/* A reply's errno, logged when it is a refusal other than ENOENT. */
+static int
+reply_errno(const struct tallyd_job *j, json_t *r, const char *what)
+{
+	int err = (int)json_integer_value(json_object_get(r, "errno"));
+
+	if (err != 0 && err != ENOENT && err != EEXIST)
+		tallyd_log("tally-dp refused %s of job '%s' (id %u): %s", what,
+			j->name, j->id, json_string_value(json_object_get(r,
+				"error")));
+	return err;
+}
+
+/* The counters just before job_del, for a tally-dp that does not send them. */
+static void
+on_read(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
+	uintptr_t arg)
+{
+	json_t *o;
+	size_t i;
+
+	(void)arg;
+	if (j == NULL)
+		return;
+	if (err != 0)
+		return finish(d, j, err);
+	j->dp_op.ours = false;
+	json_array_foreach(json_object_get(r, "jobs"), i, o) {
+		if (json_integer_value(json_object_get(o, "id")) != j->id)
+			continue;
+		if (tallyd_dpc_entry_ours(j, o)) {
+			tallyd_dpc_take(j, o);
+			j->dp_op.ours = true;
+		}
+	}
+	step(d, j, ST_DEL);
+}
+
+/*
+ * job_del's reply. Removing j's own membership ends its counting: the
+ * final counters (or the last reading) go into the base, saved before
+ * the next step so that a tallyd restart cannot count them twice or lose
+ * them.
+ */
+static void
+on_del(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
+	uintptr_t arg)
+{
+	enum stage st = (enum stage)arg;
+	json_t *ctr;
+
+	if (j == NULL)
+		return;
+	if (err != 0)
+		return finish(d, j, err);
+	err = reply_errno(j, r, "job_del");
+	if (err != 0 && err != ENOENT)
+		return finish(d, j, -err);
+	ctr = json_object_get(r, "counters");
+	if (err == 0 && json_is_object(ctr))
+		tallyd_dpc_set_del_counters(d->dpc);
+	if (j->dp_op.ours) {
+		if (err == 0 && json_is_object(ctr))
+			tallyd_dpc_read_ctr(ctr, &j->last);
+		tallyd_dpc_fold(j);
+		j->in_dp = false;
+		if (j->dp_op.kind == TALLYD_OP_PROGRAM)
+			tallyd_state_save(d);
+	} else if (st == ST_DEL) {
+		j->in_dp = false;
+	}
+	if (j->dp_op.kind == TALLYD_OP_REMOVE)
+		return finish(d, j, 0);
+	step(d, j, st == ST_DEL ? ST_ADD : ST_ADD_AGAIN);
+}
+
+/* job_add's reply: the membership is tally-dp's; j's counters restart. */
+static void
+on_add(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
+	uintptr_t arg)
+{
+	enum stage st = (enum stage)arg;
+
+	if (j == NULL)
+		return;
+	if (err != 0)
+		return finish(d, j, err);
+	err = reply_errno(j, r, "job_add");
+	if (err == EEXIST && st == ST_ADD) {
+		/* Left over from before tallyd knew: replace it. */
+		return step(d, j, ST_DEL_EXISTING);
+	}
+	if (err != 0)
+		return finish(d, j, -err);
+	memcpy(j->members, j->dp_op.members, sizeof(j->members));
+	j->wire_token = j->dp_op.token;
+	j->has_members = true;
+	/* Whatever counted under the id before is over (folded once). */
+	tallyd_dpc_fold(j);
+	j->in_dp = true;
+	d->state_dirty = true;
+	finish(d, j, 0);
+}
+
+/* Queues the request of stage st of j's chain. */
+static void
+step(struct tallyd *d, struct tallyd_job *j, enum stage st)
+{
+	json_t *req;
+	tallyd_dpc_cb *cb;
+
+	j->dp_op.stage = st;
+	switch (st) {
+	case ST_READ:
+		req = json_pack("{s:s, s:i, s:i}", "cmd", "job_list", "after",
+			j->id - 1, "limit", 1);
+		cb = on_read;
+		break;
+	case ST_DEL:
+	case ST_DEL_EXISTING:
+		if (st == ST_DEL_EXISTING)
+			j->dp_op.ours = false;
+		req = json_pack("{s:s, s:i}", "cmd", "job_del", "id", j->id);
+		cb = on_del;
+		break;
+	default:
+		req = job_add_req(j);
+		cb = on_add;
+		break;
+	}
+	if (tallyd_dpc_request(d, req, j, 0, cb, (uintptr_t)st) != 0)
+		finish(d, j, -ENOMEM);
+}
+
+/* Starts a chain of kind on j. */
+static int
+start(struct tallyd *d, struct tallyd_job *j, enum tallyd_dp_op_kind kind,
+	enum tallyd_prog_why why)
+{
+	if (tallyd_dpc_busy(j))
+		return -EBUSY;
+	j->dp_op.kind = kind;
+	j->dp_op.why = why;
+	j->dp_op.ours = j->in_dp && j->has_members;
+	if (!j->in_dp)
+		step(d, j, kind == TALLYD_OP_REMOVE ? ST_DEL : ST_ADD);
+	else if (j->dp_op.ours && kind == TALLYD_OP_PROGRAM &&
+			!tallyd_dpc_del_counters(d->dpc))
+		step(d, j, ST_READ);
+	else
+		step(d, j, ST_DEL);
+	return 0;
+}
+
+int
+tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
+	const struct tallyd_member *members, uint64_t wire_token)
+{
+	if (tallyd_dpc_busy(j))
+		return -EBUSY;
+	memcpy(j->dp_op.members, members,
+		j->world * sizeof(struct tallyd_member));
+	j->dp_op.token = wire_token;
+	return start(d, j, TALLYD_OP_PROGRAM, TALLYD_PROG_BARRIER);
+}
+
+int
+tallyd_dpc_restore(struct tallyd *d, struct tallyd_job *j,
+	enum tallyd_prog_why why)
+{
+	if (tallyd_dpc_busy(j) || !j->has_members)
+		return -EBUSY;
+	memcpy(j->dp_op.members, j->members, sizeof(j->members));
+	j->dp_op.token = j->wire_token;
+	return start(d, j, TALLYD_OP_PROGRAM, why);
+}
+
+int
+tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j)
+{
+	return start(d, j, TALLYD_OP_REMOVE, TALLYD_PROG_BARRIER);
+}

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The poll of tally-dp, every dp_poll_ms: ping (when its address is not
+ * known, or it came back), job_list page by page ({"after", "limit"},
+ * until "more" is false or absent: a tally-dp without pages sends all at
+ * once), then stats. Each page's entries give the jobs' counters and are
+ * reconciled with tallyd's jobs by their full configuration:
+ * - an id tallyd has no job for, or a job without a membership: removed
+ *   from tally-dp (dp_stale_removed);
+ * - a job whose token (token_fp), members, world, window, max_elems,
+ *   narrow or group differ: programmed again (dp_mismatches);
+ * - a membership tally-dp does not have (it restarted): programmed again
+ *   (dp_reprograms), once the last page is in.
+ * A job with a chain of requests outstanding (dpc_ops.c), or one queued
+ * since the poll began, is left alone this time: its page may predate
+ * the chain's work. Requests go out in order, so the removals a poll
+ * queued are done when its stats reply arrives; only then can the next
+ * poll begin (chains it started may still go on: see above).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpc.h"
+
+#define PAGE_LIMIT	128
+
+struct tallyd_dpc_poll {
+	bool running;
+	uint64_t start_seq;		/* tallyd_dpc_seq() when it began */
+	json_int_t after;		/* the last id of the last page */
+	uint8_t seen[65536 / 8];
+};
+
+struct tallyd_dpc_poll *
+tallyd_dpc_poll_new(void)
+{
+	return calloc(1, sizeof(struct tallyd_dpc_poll));
+}
+
+void
+tallyd_dpc_poll_free(struct tallyd_dpc_poll *p)
+{
+	free(p);
+}
+
+static void page(struct tallyd *d);
+
+/* The poll ends (a failure was logged by dpc.c, or here). */
+static void
+done(struct tallyd *d)
+{
+	tallyd_dpc_poll_state(d->dpc)->running = false;
+}
+
+static void
+on_stale_del(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
+	uintptr_t id)
+{
+	(void)j;
+	if (err == 0 && json_integer_value(json_object_get(r, "errno")) == 0) {
+		d->st.dp_stale_removed++;
+		tallyd_log("job %u removed from tally-dp", (unsigned int)id);
+	}
+}
+
+/* Removes id from tally-dp: tallyd does not own what it holds there. */
+static void
+remove_stale(struct tallyd *d, json_int_t id, const char *why)
+{
+	tallyd_log("tally-dp holds job %u, %s: removing it", (unsigned int)id,
+		why);
+	tallyd_dpc_request(d, json_pack("{s:s, s:I}", "cmd", "job_del", "id",
+		id), NULL, 0, on_stale_del, (uintptr_t)id);
+}
+
+/* A job whose entry differs from its membership: programs it again. */
+static void
+mismatch(struct tallyd *d, struct tallyd_job *j, json_t *e, const char *what)
+{
+	bool ours = json_object_get(e, "token_fp") != NULL &&
+		tallyd_dpc_entry_ours(j, e);
+
+	tallyd_log("job '%s' (id %u) differs at tally-dp (%s): programming "
+		"it again", j->name, j->id, what);
+	d->st.dp_mismatches++;
+	/* Only a matching token proves the counters there are the job's. */
+	if (ours)
+		tallyd_dpc_take(j, e);
+	j->in_dp = ours;
+	tallyd_dpc_restore(d, j, TALLYD_PROG_MISMATCH);
+}
+
+/* One job_list entry: counters, and the reconciliation of its id. */
+static void
+entry(struct tallyd *d, json_t *e)
+{
+	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	json_int_t id = json_integer_value(json_object_get(e, "id"));
+	struct tallyd_job *j;
+	char what[96];
+
+	if (id < 1 || id > UINT16_MAX)
+		return;
+	p->seen[id / 8] |= (uint8_t)(1u << (id % 8));
+	j = tallyd_job_find_id(d, (uint16_t)id);
+	if (j == NULL)
+		return remove_stale(d, id, "which tallyd has no job for");
+	if (tallyd_dpc_busy(j) || j->dp_opseq > p->start_seq ||
+			j->draining) {
+		/* Requests run in order: the reading is still the job's. */
+		if (tallyd_dpc_entry_ours(j, e)) {
+			tallyd_dpc_take(j, e);
+			j->in_dp = true;
+		}
+		return;
+	}
+	if (!j->has_members)
+		return remove_stale(d, id, "a membership tallyd never formed");
+	if (tallyd_dpc_entry_differs(j, e, what, sizeof(what)))
+		return mismatch(d, j, e, what);
+	tallyd_dpc_take(j, e);
+	j->in_dp = true;
+}
+
+/* After the last page: memberships tally-dp does not hold go back. */
+static void
+restore_missing(struct tallyd *d)
+{
+	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	struct tallyd_job *j;
+
+	for (j = d->jobs; j != NULL; j = j->next) {
+		if (p->seen[j->id / 8] & (1u << (j->id % 8)) ||
+				tallyd_dpc_busy(j) ||
+				j->dp_opseq > p->start_seq)
+			continue;
+		j->in_dp = false;
+		if (j->has_members && !j->draining)
+			tallyd_dpc_restore(d, j, TALLYD_PROG_RESTORE);
+	}
+}
+
+static void
+on_stats(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
+	uintptr_t arg)
+{
+	(void)j;
+	(void)arg;
+	json_decref(d->dp_stats);
+	d->dp_stats = NULL;
+	if (err == 0 && json_integer_value(json_object_get(r, "errno")) == 0) {
+		d->dp_stats = json_deep_copy(r);
+		json_object_del(d->dp_stats, "errno");
+	}
+	done(d);
+}
+
+static void
+on_page(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
+	uintptr_t arg)
+{
+	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	json_t *jobs = json_object_get(r, "jobs"), *e;
+	bool more = json_is_true(json_object_get(r, "more"));
+	json_int_t last = p->after;
+	size_t i;
+
+	(void)j;
+	(void)arg;
+	if (err != 0)
+		return done(d);
+	if (json_integer_value(json_object_get(r, "errno")) != 0 ||
+			!json_is_array(jobs)) {
+		tallyd_log("tally-dp's job_list failed: %s",
+			json_string_value(json_object_get(r, "error")));
+		return done(d);
+	}
+	json_array_foreach(jobs, i, e) {
+		json_int_t id = json_integer_value(json_object_get(e, "id"));
+
+		if (id > last)
+			last = id;
+		entry(d, e);
+	}
+	if (more && last <= p->after) {
+		tallyd_log("tally-dp's job_list pages do not advance (after "
+			"%lld)", (long long)p->after);
+		return done(d);
+	}
+	p->after = last;
+	if (more)
+		return page(d);
+	restore_missing(d);
+	tallyd_rdv_retry(d);
+	if (tallyd_dpc_request(d, json_pack("{s:s}", "cmd", "stats"), NULL, 0,
+			on_stats, 0) != 0)
+		done(d);
+}
+
+/* Asks for the next page of tally-dp's jobs. */
+static void
+page(struct tallyd *d)
+{
+	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+
+	if (tallyd_dpc_request(d, json_pack("{s:s, s:I, s:i}", "cmd",
+			"job_list", "after", p->after, "limit", PAGE_LIMIT),
+			NULL, TALLYD_DPC_PROBE, on_page, 0) != 0)
+		done(d);
+}
+
+static void
+on_ping(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
+	uintptr_t arg)
+{
+	(void)j;
+	(void)arg;
+	if (err != 0)
+		return done(d);
+	if (tallyd_dpc_set_endpoint(d, r) != 0)
+		tallyd_log("tally-dp's ping reply has no usable address and "
+			"port (set dp_address?)");
+	page(d);
+}
+
+void
+tallyd_dpc_poll(struct tallyd *d)
+{
+	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+
+	if (p->running)
+		return;
+	p->running = true;
+	p->start_seq = tallyd_dpc_seq(d->dpc);
+	p->after = 0;
+	memset(p->seen, 0, sizeof(p->seen));
+	if (!tallyd_dpc_need_ping(d->dpc))
+		return page(d);
+	if (tallyd_dpc_request(d, json_pack("{s:s}", "cmd", "ping"), NULL,
+			TALLYD_DPC_PROBE, on_ping, 0) != 0)
+		done(d);
+}
