@@ -318,6 +318,15 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 	scalar(r, t, "dp_errors", FAMILY(
 		"tallyd_dp_errors_total", "counter",
 		"Requests to tally-dp's admin socket that failed."));
+	scalar(r, t, "dp_timeouts", FAMILY(
+		"tallyd_dp_timeouts_total", "counter",
+		"Requests to tally-dp unanswered by their deadline."));
+	scalar(r, t, "dp_mismatches", FAMILY(
+		"tallyd_dp_mismatches_total", "counter",
+		"Jobs programmed again: tally-dp held another configuration."));
+	scalar(r, t, "dp_stale_removed", FAMILY(
+		"tallyd_dp_stale_removed_total", "counter",
+		"Jobs removed from tally-dp that tallyd does not own."));
 }
 
 /* A job counter's key and the family it becomes. */

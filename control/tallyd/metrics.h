@@ -13,7 +13,8 @@
  * Renders the exposition text. Borrows all three values:
  *  - tallyd: the "tallyd" object of the stats reply (uptime_s, jobs,
  *    joins, memberships, join_failures, ctl_requests, ctl_errors, dp_up,
- *    dp_reprograms, dp_errors);
+ *    dp_reprograms, dp_errors, dp_timeouts, dp_mismatches,
+ *    dp_stale_removed);
  *  - jobs: an array of job objects (name, id, world, state, joined,
  *    epoch, counters);
  *  - dp: tally-dp's stats, {"total": {...}, "lcores": [{"lcore": N,

@@ -7,9 +7,10 @@
  *
  * Who touches what: conf.c fills struct tallyd_conf; jobs.c creates,
  * finds and frees jobs and renders them as JSON; state.c writes and reads
- * the state file; dpc.c talks to tally-dp (programs memberships, reads
- * counters, notices restarts); rdv.c runs the rendezvous; ctl.c serves
- * tallyctl; main.c wires them together.
+ * the state file; dpc*.c talk to tally-dp without ever waiting on it
+ * (dpc.c the request queue, dpc_ops.c memberships, dpc_poll.c the poll
+ * and reconciliation, dpc_match.c job entries and counters); rdv.c runs
+ * the rendezvous; ctl.c serves tallyctl; main.c wires them together.
  */
 #ifndef TALLYD_TALLYD_H
 #define TALLYD_TALLYD_H

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # fake_dp.py SOCKET: a stand-in for tally-dp's admin socket, for tests of
-# tallyd's side of it without DPDK (tests/control/dpdown_test.py). It
+# tallyd's side of it without DPDK (tests/control/dpc_down_test.py). It
 # listens on SOCKET (SOCK_SEQPACKET, backlog 2) and answers ping,
 # job_add, job_del, job_list and stats the way docs/tools/tally-dp.md
 # says, from a job table in memory, with every counter at 0. It only

@@ -23,7 +23,8 @@ static const char tallyd_json[] =
 	"  \"duplicate_rank\": 0, \"world_mismatch\": 0, \"bad_rank\": 0,"
 	"  \"timeout\": 3, \"malformed\": 0, \"draining\": 0},"
 	" \"ctl_requests\": 5, \"ctl_errors\": 1,"
-	" \"dp_up\": true, \"dp_reprograms\": 1, \"dp_errors\": 0}";
+	" \"dp_up\": true, \"dp_reprograms\": 1, \"dp_errors\": 0,"
+	" \"dp_timeouts\": 4, \"dp_mismatches\": 2, \"dp_stale_removed\": 200}";
 
 static const char jobs_json[] =
 	"[{\"name\": \"resnet\", \"id\": 1, \"world\": 4, \"window\": 64,"
@@ -122,6 +123,9 @@ full_stats(void **state)
 	has(text, "\ntallyd_dp_up 1\n");
 	has(text, "\ntallyd_dp_reprograms_total 1\n");
 	has(text, "\ntallyd_dp_errors_total 0\n");
+	has(text, "\ntallyd_dp_timeouts_total 4\n");
+	has(text, "\ntallyd_dp_mismatches_total 2\n");
+	has(text, "\ntallyd_dp_stale_removed_total 200\n");
 
 	has(text, "\ntally_job_info{tally_job=\"resnet\",id=\"1\","
 		"state=\"ready\"} 1\n");
