@@ -27,6 +27,7 @@
 
 struct tallyd_dpc_poll {
 	bool running;
+	bool bad_ping;			/* logged: ping had no usable endpoint */
 	uint64_t start_seq;		/* tallyd_dpc_seq() when it began */
 	json_int_t after;		/* the last id of the last page */
 	uint8_t seen[65536 / 8];
@@ -214,13 +215,18 @@ static void
 on_ping(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
 	uintptr_t arg)
 {
+	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	bool bad;
+
 	(void)j;
 	(void)arg;
 	if (err != 0)
 		return done(d);
-	if (tallyd_dpc_set_endpoint(d, r) != 0)
+	bad = tallyd_dpc_set_endpoint(d, r) != 0;
+	if (bad && !p->bad_ping)
 		tallyd_log("tally-dp's ping reply has no usable address and "
 			"port (set dp_address?)");
+	p->bad_ping = bad;
 	page(d);
 }
 

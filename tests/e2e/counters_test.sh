@@ -16,10 +16,11 @@
 TESTBED_OPTS="-n 4 --host"
 . "$(dirname "$0")/preamble.sh"
 POLL_MS=3000
+TALLYD_POLL_MS=$POLL_MS
 
 dp_start
 ok $? "tally-dp starts"
-tallyd_start --set dp_poll_ms=$POLL_MS
+tallyd_start
 ok $? "tallyd starts (dp_poll_ms=$POLL_MS)"
 TOKEN=$(tctl --json job create bb --world 4 | jq_py 'j["token"]')
 ID=$(tctl --json job show bb | jq_py 'j["job"]["id"]')
@@ -61,7 +62,7 @@ EOF
 kill_tallyd_mid() {
 	sleep 0.4
 	tallyd_stop KILL
-	tallyd_start --set dp_poll_ms=$POLL_MS
+	tallyd_start
 	ok $? "tallyd SIGKILLed during the traffic and started again"
 }
 
@@ -70,7 +71,7 @@ membership 2
 membership 3 kill_tallyd_mid
 tallyd_stop
 ok $? "tallyd stops cleanly (SIGTERM) between memberships"
-tallyd_start --set dp_poll_ms=$POLL_MS
+tallyd_start
 ok $? "and starts again"
 membership 4
 sleep $((POLL_MS / 1000 + 1))	# tallyd has polled tally-dp's final counters

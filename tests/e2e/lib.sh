@@ -167,14 +167,16 @@ digest() {
 
 # tallyd_start [--set KEY=VALUE...]: starts tallyd on the testbed's host
 # address (tools/testbed --host) with its files in $WORK, talking to the
-# tally-dp of dp_start, and waits for its control socket.
+# tally-dp of dp_start (polled every TALLYD_POLL_MS, 200 by default), and
+# waits for its control socket.
 tallyd_start() {
 	: "${TESTBED_HOST_IP:?the testbed needs --host}"
 	"$TALLYD_BIN" -c /dev/null --set "control_socket=$TALLYD_SOCK" \
 		--set "rendezvous=$TESTBED_HOST_IP:$TALLYD_RDV_PORT" \
 		--set "metrics=$TALLYD_METRICS" \
 		--set "state_file=$WORK/state.json" \
-		--set "dp_admin=$DP_SOCK" --set dp_poll_ms=200 "$@" \
+		--set "dp_admin=$DP_SOCK" \
+		--set "dp_poll_ms=${TALLYD_POLL_MS:-200}" "$@" \
 		>>"$WORK/tallyd.log" 2>&1 &
 	TALLYD_PID=$!
 	for _ in $(seq 100); do
