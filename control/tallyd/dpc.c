@@ -407,7 +407,7 @@ tallyd_dpc_pollfd(struct tallyd *d, struct pollfd *p)
 {
 	struct tallyd_dpc *c = d->dpc;
 
-	kick(d);
+	/* tallyd_dpc_timers(), just before, sent what could be sent. */
 	*p = (struct pollfd){ .fd = c->fd, .events = POLLIN };
 	if (c->conn == DPC_CONNECTING || (c->head != NULL && !c->sent))
 		p->events |= POLLOUT;

@@ -82,9 +82,7 @@ finish(struct tallyd *d, struct tallyd_job *j, int err)
 		if (err != 0 && !j->in_dp)
 			j->has_members = false;
 		tallyd_rdv_programmed(d, j, err);
-		return;
-	}
-	if (err == 0 && why == TALLYD_PROG_RESTORE) {
+	} else if (err == 0 && why == TALLYD_PROG_RESTORE) {
 		d->st.dp_reprograms++;
 		tallyd_log("job '%s' (id %u, epoch %u) programmed into "
 			"tally-dp again", j->name, j->id, j->epoch);
@@ -92,9 +90,10 @@ finish(struct tallyd *d, struct tallyd_job *j, int err)
 		tallyd_log("job '%s' (id %u, epoch %u): tally-dp has tallyd's "
 			"configuration again", j->name, j->id, j->epoch);
 	}
+	/* What waited for this chain to end. */
 	if (j->draining)
 		tallyd_job_delete_step(d, tallyd_now_ms());
-	else if (j->program_pending)
+	else if (why != TALLYD_PROG_BARRIER && j->program_pending)
 		tallyd_rdv_retry(d);
 }
 
