@@ -52,7 +52,6 @@ struct tallyd_dpc {
 	uint64_t seq;
 	bool up;			/* the last exchange succeeded */
 	bool logged_down;
-	bool need_ping;
 	bool del_counters;
 	uint32_t ip;			/* from ping; host order */
 	uint16_t port;
@@ -84,7 +83,6 @@ tallyd_dpc_create(const char *path)
 	c->fd = -1;
 	c->tail = &c->head;
 	c->ftail = &c->failed;
-	c->need_ping = true;
 	return c;
 }
 
@@ -141,12 +139,6 @@ tallyd_dpc_set_del_counters(struct tallyd_dpc *c)
 	c->del_counters = true;
 }
 
-bool
-tallyd_dpc_need_ping(const struct tallyd_dpc *c)
-{
-	return c->need_ping || c->ip == 0 || c->port == 0;
-}
-
 struct tallyd_dpc_poll *
 tallyd_dpc_poll_state(struct tallyd_dpc *c)
 {
@@ -173,7 +165,6 @@ tallyd_dpc_set_endpoint(struct tallyd *d, json_t *r)
 	c->ip = ntohl(a.s_addr);
 	c->port = (uint16_t)port;
 	c->nports = (uint16_t)workers;
-	c->need_ping = false;
 	return 0;
 }
 
@@ -290,7 +281,6 @@ go_down(struct tallyd *d, int err)
 			strerror(-err));
 	c->up = false;
 	c->logged_down = true;
-	c->need_ping = true;
 	json_decref(d->dp_stats);
 	d->dp_stats = NULL;
 }

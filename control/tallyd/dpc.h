@@ -49,8 +49,6 @@ void tallyd_dpc_set_del_counters(struct tallyd_dpc *c);
 
 /* Sets tally-dp's endpoint from a ping reply; 0 or -EPROTO. */
 int tallyd_dpc_set_endpoint(struct tallyd *d, json_t *ping);
-/* Whether the poll should ping first (address unknown, or reconnected). */
-bool tallyd_dpc_need_ping(const struct tallyd_dpc *c);
 
 /* The poll cycle's state, owned by the client (dpc_poll.c uses it). */
 struct tallyd_dpc_poll *tallyd_dpc_poll_state(struct tallyd_dpc *c);

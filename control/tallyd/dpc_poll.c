@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The poll of tally-dp, every dp_poll_ms: ping (when its address is not
- * known, or it came back), job_list page by page ({"after", "limit"},
+ * The poll of tally-dp, every dp_poll_ms: ping (its address and port
+ * range), job_list page by page ({"after", "limit"},
  * until "more" is false or absent: a tally-dp without pages sends all at
  * once), then stats. Each page's entries give the jobs' counters and are
  * reconciled with tallyd's jobs by their full configuration:
@@ -241,8 +241,7 @@ tallyd_dpc_poll(struct tallyd *d)
 	p->start_seq = tallyd_dpc_seq(d->dpc);
 	p->after = 0;
 	memset(p->seen, 0, sizeof(p->seen));
-	if (!tallyd_dpc_need_ping(d->dpc))
-		return page(d);
+	/* Every time: a restarted tally-dp may have another port range. */
 	if (tallyd_dpc_request(d, json_pack("{s:s}", "cmd", "ping"), NULL,
 			TALLYD_DPC_PROBE, on_ping, 0) != 0)
 		done(d);

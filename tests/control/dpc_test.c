@@ -234,7 +234,7 @@ entry_text(char *buf, size_t len, const struct tallyd_job *j,
 	snprintf(buf + n, len - (size_t)n, "}");
 }
 
-/* Starts a poll and answers its ping (tally-dp's address is unknown). */
+/* Starts a poll and answers its ping (every poll begins with one). */
 static void
 poll_with_ping(struct fixture *f)
 {
@@ -356,7 +356,7 @@ test_pages_and_stale(void **state)
 	snprintf(page1, sizeof(page1), "{\"errno\":0,\"jobs\":[%s,{\"id\":7,"
 		"\"world\":1,\"window\":64,\"max_elems\":256,\"narrow\":false,"
 		"\"members\":[],\"counters\":{}}],\"more\":true}", e);
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	req = expect(f, "job_list");
 	assert_int_equal(json_integer_value(json_object_get(req, "after")), 0);
 	assert_true(json_integer_value(json_object_get(req, "limit")) > 0);
@@ -391,11 +391,11 @@ test_pages_must_advance(void **state)
 	struct fixture *f = *state;
 
 	first_poll(f);
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[],\"more\":true}");
 	idle(f, 50);
 	/* The next poll may begin. */
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
 	idle(f, 30);
@@ -420,7 +420,7 @@ test_mismatch(void **state)
 	x->last.rounds = 3;
 	entry_text(e, sizeof(e), x, 32, 0, 1000);
 	snprintf(page, sizeof(page), "{\"errno\":0,\"jobs\":[%s]}", e);
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	serve(f, "job_list", page);
 	req = expect(f, "job_add");
 	assert_int_equal(json_integer_value(json_object_get(req, "window")),
@@ -457,7 +457,7 @@ test_token_fp(void **state)
 	x = ready_job(&f->d, "x", 0xabcdef0123456789ULL);
 	entry_text(e, sizeof(e), x, 64, 0xabcdef0123456789ULL, 7);
 	snprintf(page, sizeof(page), "{\"errno\":0,\"jobs\":[%s]}", e);
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	serve(f, "job_list", page);
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
 	idle(f, 30);
@@ -466,7 +466,7 @@ test_token_fp(void **state)
 
 	entry_text(e, sizeof(e), x, 64, 0xabcdef0123456788ULL, 900);
 	snprintf(page, sizeof(page), "{\"errno\":0,\"jobs\":[%s]}", e);
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	serve(f, "job_list", page);
 	serve(f, "job_add", "{\"errno\":17,\"error\":\"exists\"}");
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
@@ -488,7 +488,7 @@ test_restore(void **state)
 	x = ready_job(&f->d, "x", 42);
 	x->in_dp = true;
 	x->last.rounds = 11;
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
 	serve(f, "job_add", "{\"errno\":0}");
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
@@ -579,7 +579,7 @@ test_poll_leaves_busy_job(void **state)
 
 	first_poll(f);
 	x = ready_job(&f->d, "x", 5);
-	tallyd_dpc_poll(&f->d);
+	poll_with_ping(f);
 	json_decref(expect(f, "job_list"));
 	tallyd_dpc_program(&f->d, x, m, 6);
 	answer(f, "{\"errno\":0,\"jobs\":[]}");
