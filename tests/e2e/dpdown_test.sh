@@ -139,7 +139,7 @@ print(f"sent {n} requests, reading none", flush=True)
 time.sleep(14)
 EOF
 wedge=$!
-sleep 1
+sleep 2		# past a request's deadline, were tally-dp stuck
 echo "# wedging client: $(cat "$WORK/wedge.out"); tallyd's dp_up: $(tctl --json ping | jq_py 'j["dp_up"]')"
 hammer 10 w "admin client not reading"
 kill "$wedge" 2>/dev/null
