@@ -7,27 +7,25 @@
  *
  * Requests: {"cmd": NAME, ...}; admin_parse.c parses and checks them
  * (and names each command's keys), this file serves and executes them.
+ * admin_serve.c owns the socket and its clients.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 #include <arpa/inet.h>
 
 #include <jansson.h>
+
+#include <tally/limits.h>
+#include <tally/token_fp.h>
 
 #include "admin_parse.h"
 #include "dp.h"
 #include "tally_config.h"
 
-#define MAX_CLIENTS 16
-#define MAX_MSG (64 * 1024)
+#define MAX_MSG TALLY_ADMIN_MSG_MAX
 
 static json_t *
 reply_err(int err, const char *fmt, ...)
@@ -53,52 +51,30 @@ reply_ok(void)
 
 /*
  * job_add: the job the request describes (admin_parse.c checks it),
- * added to the table.
+ * added to the table if tally-dp can serve it (jobs.c says why not).
  */
 static json_t *
 cmd_job_add(struct tally_dp *dp, json_t *req)
 {
 	struct tally_job_conf c;
+	unsigned int encs;
 	char why[256];
 	int ret;
 
-	if (tally_admin_parse_job_add(req, &c, why, sizeof(why)) != 0)
+	if (tally_admin_parse_job_add(req, &c, &encs, why, sizeof(why)) != 0)
 		return reply_err(EINVAL, "%s", why);
-	ret = tally_dp_job_add(dp, &c);
-	if (ret == -EEXIST)
-		return reply_err(EEXIST, "job %u exists", c.id);
-	if (ret == -ENOSPC)
-		return reply_err(ENOSPC, "%u jobs is the maximum", dp->max_jobs);
+	ret = tally_dp_job_add(dp, &c, encs, why, sizeof(why));
 	if (ret != 0)
-		return reply_err(-ret, "cannot add job %u: %s", c.id,
-			strerror(-ret));
+		return reply_err(-ret, "%s", why);
 	return reply_ok();
 }
 
-/* job_del: {"id"}. */
+/* A summed counter row as {"name": value, ...}. */
 static json_t *
-cmd_job_del(struct tally_dp *dp, json_t *req)
-{
-	char why[256];
-	uint16_t id;
-	int ret;
-
-	if (tally_admin_parse_job_del(req, &id, why, sizeof(why)) != 0)
-		return reply_err(EINVAL, "%s", why);
-	ret = tally_dp_job_del(dp, id);
-	if (ret == -ENOENT)
-		return reply_err(ENOENT, "no job %u", id);
-	if (ret != 0)
-		return reply_err(-ret, "cannot delete job %u: %s", id,
-			strerror(-ret));
-	return reply_ok();
-}
-
-static json_t *
-job_counters_json(const struct tally_dp *dp, const struct tally_job *job)
+ctr_json(const struct tally_job_ctr *sum)
 {
 	struct tally_dp_counter c[16];
-	unsigned int n = tally_dp_job_counters(dp, job, c, 16);
+	unsigned int n = tally_dp_ctr_list(sum, c, 16);
 	json_t *o = json_object();
 
 	for (unsigned int i = 0; i < n && i < 16; i++)
@@ -107,47 +83,118 @@ job_counters_json(const struct tally_dp *dp, const struct tally_job *job)
 	return o;
 }
 
+/*
+ * job_del: {"id"} -> {"counters"}: the job's final counters, read once
+ * no lcore can count into them any more.
+ */
+static json_t *
+cmd_job_del(struct tally_dp *dp, json_t *req)
+{
+	struct tally_job_ctr final;
+	char why[256];
+	uint16_t id;
+	int ret;
+
+	if (tally_admin_parse_job_del(req, &id, why, sizeof(why)) != 0)
+		return reply_err(EINVAL, "%s", why);
+	ret = tally_dp_job_del(dp, id, &final);
+	if (ret == -ENOENT)
+		return reply_err(ENOENT, "no job %u", id);
+	if (ret != 0)
+		return reply_err(-ret, "cannot delete job %u: %s", id,
+			strerror(-ret));
+	return json_pack("{s:i, s:o}", "errno", 0, "counters",
+		ctr_json(&final));
+}
+
+/* The names of the encodings in mask encs. */
+static json_t *
+encs_json(unsigned int encs)
+{
+	json_t *a = json_array();
+
+	for (unsigned int e = TALLY_ENC_F32; e < TALLY_ENC_MAX_; e++)
+		if (encs & TALLY_ENC_BIT(e))
+			json_array_append_new(a, json_string(tally_enc_name(e)));
+	return a;
+}
+
+/* One job_list entry. The token itself is never shown. */
 static json_t *
 job_json(const struct tally_dp *dp, const struct tally_job *job)
 {
 	const struct tally_job_conf *c = &job->conf;
-	json_t *members = json_array();
-	char ip[INET_ADDRSTRLEN];
+	const struct tally_dp_jobx *x = tally_dp_jobx(job);
+	json_t *members = json_array(), *o;
+	char ip[INET_ADDRSTRLEN], fp[17];
+	struct tally_job_ctr sum;
 
 	for (unsigned int r = 0; r < c->world; r++) {
 		inet_ntop(AF_INET, &c->members[r].ip, ip, sizeof(ip));
 		json_array_append_new(members, json_pack("{s:s, s:i}", "ip", ip,
 			"port", ntohs(c->members[r].port)));
 	}
-	json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:b, s:o}", "id", c->id,
-		"world", c->world, "window", c->window, "max_elems",
-		c->max_elems, "narrow", c->narrow, "members", members);
-
+	snprintf(fp, sizeof(fp), "%016llx",
+		(unsigned long long)tally_token_fp(c->token));
+	o = json_pack("{s:i, s:s, s:i, s:i, s:i, s:b, s:I, s:o, s:o}", "id",
+		c->id, "token_fp", fp, "world", c->world, "window", c->window,
+		"max_elems", c->max_elems, "narrow", c->narrow, "mem_bytes",
+		(json_int_t)x->mem, "encodings", encs_json(x->encs), "members",
+		members);
 	if (c->group.ip != 0) {
 		inet_ntop(AF_INET, &c->group.ip, ip, sizeof(ip));
 		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
 			ip, "port", ntohs(c->group.port)));
 	}
-	json_object_set_new(o, "counters", job_counters_json(dp, job));
+	tally_dp_job_sum(dp, job, &sum);
+	json_object_set_new(o, "counters", ctr_json(&sum));
 	return o;
 }
 
+/* Room for the reply's frame around the entries: errno, more, brackets. */
+#define LIST_FRAME 64
+
 /*
- * job_list: {} -> {"jobs": [...]}, each with its "counters"; tokens are
- * never shown.
+ * job_list: {"after", "limit"} -> {"jobs": [...], "more"}: the jobs whose
+ * id is above after, ascending, each with its "counters", as many as
+ * limit allows and one message holds; "more" when jobs above the last
+ * one shown remain (ask again with "after" = its id).
  */
 static json_t *
 cmd_job_list(struct tally_dp *dp, json_t *req)
 {
 	json_t *jobs = json_array();
-	struct tally_dp_job *j;
+	size_t used = LIST_FRAME;
+	unsigned int limit, i, n = 0;
+	char why[256];
+	uint16_t after;
+	int more;
 
-	(void)req;
+	if (tally_admin_parse_job_list(req, &after, &limit, why,
+			sizeof(why)) != 0) {
+		json_decref(jobs);
+		return reply_err(EINVAL, "%s", why);
+	}
 	pthread_mutex_lock(&dp->lock);
-	for (j = dp->jobs; j != NULL; j = j->next)
-		json_array_append_new(jobs, job_json(dp, j->job));
+	for (i = tally_dp_job_after(dp, after); i < dp->njobs && n < limit;
+			i++) {
+		json_t *o = job_json(dp, dp->jobs[i]);
+		char *text = json_dumps(o, JSON_COMPACT);
+		size_t len = text != NULL ? strlen(text) + 1 : MAX_MSG;
+
+		free(text);
+		if (used + len > MAX_MSG) {
+			json_decref(o);
+			break;
+		}
+		used += len;
+		json_array_append_new(jobs, o);
+		n++;
+	}
+	more = i < dp->njobs;
 	pthread_mutex_unlock(&dp->lock);
-	return json_pack("{s:i, s:o}", "errno", 0, "jobs", jobs);
+	return json_pack("{s:i, s:o, s:b}", "errno", 0, "jobs", jobs, "more",
+		more);
 }
 
 static json_t *
@@ -163,7 +210,10 @@ counters_json(const struct tally_dp *dp, int index)
 	return o;
 }
 
-/* stats: {} -> {"total": {...}, "lcores": [{"lcore", ...}, ...]}. */
+/*
+ * stats: {} -> {"total": {...}, "lcores": [{"lcore", ...}, ...],
+ * "admin": {...}}.
+ */
 static json_t *
 cmd_stats(struct tally_dp *dp, json_t *req)
 {
@@ -177,22 +227,39 @@ cmd_stats(struct tally_dp *dp, json_t *req)
 			json_integer(dp->lcores[i].lcore_id));
 		json_array_append_new(lcores, o);
 	}
-	return json_pack("{s:i, s:o, s:o}", "errno", 0, "total",
-		counters_json(dp, -1), "lcores", lcores);
+	return json_pack("{s:i, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I}}",
+		"errno", 0, "total", counters_json(dp, -1), "lcores", lcores,
+		"admin", "requests", (json_int_t)dp->admin.requests, "clients",
+		(json_int_t)dp->admin.clients, "refused",
+		(json_int_t)dp->admin.refused, "slow",
+		(json_int_t)dp->admin.slow, "stale",
+		(json_int_t)dp->admin.stale);
 }
 
-/* ping: {} -> {"version", "steering", "workers", "ip", "udp_port"}. */
+/*
+ * ping: {} -> {"version", "steering", "workers", "ip", "udp_port", and
+ * the limits a job must fit: "mtu" (the port's L3 MTU), "max_jobs",
+ * "jobs", "mem_budget", "mem_used", "max_job_mem" (bytes; 0: no limit)}.
+ */
 static json_t *
 cmd_ping(struct tally_dp *dp, json_t *req)
 {
 	char ip[INET_ADDRSTRLEN];
+	json_int_t used, njobs;
 
 	(void)req;
 	inet_ntop(AF_INET, &dp->self.ip, ip, sizeof(ip));
-	return json_pack("{s:i, s:s, s:s, s:i, s:s, s:i}", "errno", 0,
-		"version", TALLY_VERSION, "steering", dp->steer_flow ?
-		"rte_flow" : "software", "workers", dp->nworkers, "ip", ip,
-		"udp_port", ntohs(dp->self.port));
+	pthread_mutex_lock(&dp->lock);
+	used = (json_int_t)dp->mem_used;
+	njobs = dp->njobs;
+	pthread_mutex_unlock(&dp->lock);
+	return json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:i, s:I, s:I, s:I, "
+		"s:I, s:I}", "errno", 0, "version", TALLY_VERSION, "steering",
+		dp->steer_flow ? "rte_flow" : "software", "workers",
+		dp->nworkers, "ip", ip, "udp_port", ntohs(dp->self.port), "mtu",
+		dp->mtu, "max_jobs", (json_int_t)dp->max_jobs, "jobs", njobs,
+		"mem_budget", (json_int_t)dp->mem_budget, "mem_used", used,
+		"max_job_mem", (json_int_t)dp->max_job_mem);
 }
 
 static json_t *cmd_list_commands(struct tally_dp *dp, json_t *req);
@@ -239,99 +306,4 @@ tally_dp_admin_handle(struct tally_dp *dp, const char *req, size_t len)
 	text = json_dumps(out, JSON_COMPACT);
 	json_decref(out);
 	return text;
-}
-
-int
-tally_dp_admin_open(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	/* A socket left by a previous run; anything else is not ours. */
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode))
-			return -EEXIST;
-		unlink(path);
-	}
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-			chmod(path, 0600) != 0 || listen(fd, 8) != 0) {
-		int err = errno;
-
-		close(fd);
-		return -err;
-	}
-	return fd;
-}
-
-/* Answers one message on client fd; returns -1 when it should close. */
-static int
-serve_one(struct tally_dp *dp, int fd, char *buf)
-{
-	ssize_t n = recv(fd, buf, MAX_MSG, MSG_TRUNC);
-	char *reply;
-	int ret = 0;
-
-	if (n <= 0)
-		return -1;
-	if (n > MAX_MSG) {
-		static const char big[] = "{\"errno\":90,\"error\":"
-			"\"request larger than 64 KiB\"}";
-
-		send(fd, big, sizeof(big) - 1, MSG_NOSIGNAL);
-		return 0;
-	}
-	reply = tally_dp_admin_handle(dp, buf, (size_t)n);
-	if (reply == NULL ||
-			send(fd, reply, strlen(reply), MSG_NOSIGNAL) < 0)
-		ret = -1;
-	free(reply);
-	return ret;
-}
-
-int
-tally_dp_admin_serve(struct tally_dp *dp, int lfd)
-{
-	struct pollfd pfd[MAX_CLIENTS + 1];
-	unsigned int n = 1;
-	char *buf = malloc(MAX_MSG);
-
-	if (buf == NULL)
-		return -ENOMEM;
-	pfd[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-	while (!dp->stop) {
-		if (poll(pfd, n, 200) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		for (unsigned int i = 1; i < n; i++) {
-			if (pfd[i].revents == 0)
-				continue;
-			if ((pfd[i].revents & POLLIN) == 0 ||
-					serve_one(dp, pfd[i].fd, buf) < 0) {
-				close(pfd[i].fd);
-				pfd[i--] = pfd[--n];
-			}
-		}
-		if (pfd[0].revents & POLLIN) {
-			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-
-			if (c >= 0 && n <= MAX_CLIENTS)
-				pfd[n++] = (struct pollfd){ .fd = c,
-					.events = POLLIN };
-			else if (c >= 0)
-				close(c);
-		}
-	}
-	for (unsigned int i = 1; i < n; i++)
-		close(pfd[i].fd);
-	free(buf);
-	return 0;
 }

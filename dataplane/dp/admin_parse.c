@@ -19,9 +19,9 @@ static const struct command commands[TALLY_ADMIN_CMD_MAX_] = {
 	[TALLY_ADMIN_JOB_ADD] = { "job_add", "{\"id\", \"token\", "
 		"\"world\", \"window\"?, \"max_elems\"?, \"narrow\"?, "
 		"\"members\": [{\"ip\", \"port\"}, ...], \"group\"?: "
-		"{\"ip\", \"port\"}}" },
+		"{\"ip\", \"port\"}, \"encodings\"?: [NAME, ...]}" },
 	[TALLY_ADMIN_JOB_DEL] = { "job_del", "{\"id\"}" },
-	[TALLY_ADMIN_JOB_LIST] = { "job_list", "{}" },
+	[TALLY_ADMIN_JOB_LIST] = { "job_list", "{\"after\"?, \"limit\"?}" },
 	[TALLY_ADMIN_STATS] = { "stats", "{}" },
 	[TALLY_ADMIN_LIST_COMMANDS] = { "list_commands", "{}" },
 };
@@ -136,11 +136,36 @@ get_port(json_t *o, uint16_t *port)
 	return 0;
 }
 
+/*
+ * Whether a (network order) can be a member's unicast address: not
+ * 0.0.0.0/8 (this network), 127.0.0.0/8 (loopback), 224.0.0.0/4
+ * (multicast) or 240.0.0.0/4 (reserved, 255.255.255.255 included).
+ */
+static int
+unicast(uint32_t a)
+{
+	uint32_t h = ntohl(a);
+
+	return (h >> 24) != 0 && (h >> 24) != 127 && (h >> 28) < 0xe;
+}
+
+/* The first rank below i with member i's address and port, or -1. */
+static int
+same_as(const struct tally_job_conf *c, size_t i)
+{
+	for (size_t r = 0; r < i; r++)
+		if (c->members[r].ip == c->members[i].ip &&
+				c->members[r].port == c->members[i].port)
+			return (int)r;
+	return -1;
+}
+
 static int
 parse_members(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 {
 	json_t *arr = json_object_get(o, "members"), *m;
 	size_t i;
+	int r;
 
 	if (!json_is_array(arr) || json_array_size(arr) != c->world)
 		return fail(EINVAL, why, wlen, "'members' must be an array of "
@@ -150,14 +175,59 @@ parse_members(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 		const char *ip = json_string_value(json_object_get(m, "ip"));
 		struct in_addr a;
 
-		if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1 ||
-				a.s_addr == 0)
+		if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1)
 			return fail(EINVAL, why, wlen, "member %zu: 'ip' must "
 				"be an IPv4 address", i);
+		if (!unicast(a.s_addr))
+			return fail(EINVAL, why, wlen, "member %zu: 'ip' %s is "
+				"not a unicast host address", i, ip);
 		if (get_port(m, &c->members[i].port) != 0)
 			return fail(EINVAL, why, wlen, "member %zu: 'port' "
 				"must be 1..65535", i);
 		c->members[i].ip = a.s_addr;
+		if ((r = same_as(c, i)) >= 0)
+			return fail(EINVAL, why, wlen, "member %zu has the "
+				"address and port of member %d", i, r);
+	}
+	return 0;
+}
+
+/* The encoding called name, or 0. */
+static unsigned int
+enc_by_name(const char *name)
+{
+	for (unsigned int e = TALLY_ENC_F32; e < TALLY_ENC_MAX_; e++)
+		if (strcmp(name, tally_enc_name(e)) == 0)
+			return e;
+	return 0;
+}
+
+/*
+ * "encodings": the names of the encodings the members send at full
+ * length (f32, i32, i16, i8, i4, sign); absent: all of them.
+ */
+static int
+parse_encodings(json_t *o, unsigned int *encs, char *why, size_t wlen)
+{
+	json_t *arr = json_object_get(o, "encodings"), *e;
+	size_t i;
+
+	*encs = TALLY_ENC_ALL;
+	if (arr == NULL)
+		return 0;
+	if (!json_is_array(arr) || json_array_size(arr) == 0)
+		return fail(EINVAL, why, wlen, "'encodings' must be a non-empty "
+			"array of encoding names (f32, i32, i16, i8, i4, sign)");
+	*encs = 0;
+	json_array_foreach(arr, i, e) {
+		const char *name = json_string_value(e);
+		unsigned int enc = name != NULL ? enc_by_name(name) : 0;
+
+		if (enc == 0)
+			return fail(EINVAL, why, wlen, "'encodings': item %zu is "
+				"not an encoding name (f32, i32, i16, i8, i4, "
+				"sign)", i);
+		*encs |= TALLY_ENC_BIT(enc);
 	}
 	return 0;
 }
@@ -186,12 +256,14 @@ parse_group(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 
 static const char *const job_keys[] = {
 	"cmd", "id", "token", "world", "window", "max_elems", "narrow",
-	"members", "group", NULL,
+	"members", "group", "encodings", NULL,
 };
 
-/* The first key of o that job_add does not know, or NULL. */
+static const char *const list_keys[] = { "cmd", "after", "limit", NULL };
+
+/* The first key of o that is not in keys, or NULL. */
 static const char *
-unknown_key(json_t *o)
+unknown_key(json_t *o, const char *const *keys)
 {
 	const char *k;
 	json_t *val;
@@ -199,27 +271,28 @@ unknown_key(json_t *o)
 	json_object_foreach(o, k, val) {
 		unsigned int i;
 
-		for (i = 0; job_keys[i] != NULL; i++)
-			if (strcmp(k, job_keys[i]) == 0)
+		for (i = 0; keys[i] != NULL; i++)
+			if (strcmp(k, keys[i]) == 0)
 				break;
-		if (job_keys[i] == NULL)
+		if (keys[i] == NULL)
 			return k;
 	}
 	return NULL;
 }
 
 int
-tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c, char *why,
-	size_t wlen)
+tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c,
+	unsigned int *encs, char *why, size_t wlen)
 {
 	json_int_t id = 0, world = 0, window = 0, elems = 0;
 	json_t *narrow = json_object_get(req, "narrow");
 	const char *k;
 
 	memset(c, 0, sizeof(*c));
-	if ((k = unknown_key(req)) != NULL)
+	*encs = TALLY_ENC_ALL;
+	if ((k = unknown_key(req, job_keys)) != NULL)
 		return fail(EINVAL, why, wlen, "unknown key '%s'", k);
-	if (get_int(req, "id", 0, UINT16_MAX, -1, &id, why, wlen) ||
+	if (get_int(req, "id", 1, UINT16_MAX, -1, &id, why, wlen) ||
 			get_int(req, "world", 1, TALLY_MAX_WORKERS, -1, &world,
 				why, wlen) ||
 			get_int(req, "window", 1, TALLY_MAX_WINDOW, 64, &window,
@@ -236,7 +309,8 @@ tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c, char *why,
 	c->max_elems = (uint16_t)elems;
 	c->narrow = json_is_true(narrow);
 	if (parse_members(req, c, why, wlen) != 0 ||
-			parse_group(req, c, why, wlen) != 0)
+			parse_group(req, c, why, wlen) != 0 ||
+			parse_encodings(req, encs, why, wlen) != 0)
 		return -EINVAL;
 	return 0;
 }
@@ -246,8 +320,26 @@ tally_admin_parse_job_del(json_t *req, uint16_t *id, char *why, size_t wlen)
 {
 	json_int_t v = 0;
 
-	if (get_int(req, "id", 0, UINT16_MAX, -1, &v, why, wlen) != 0)
+	if (get_int(req, "id", 1, UINT16_MAX, -1, &v, why, wlen) != 0)
 		return -EINVAL;
 	*id = (uint16_t)v;
+	return 0;
+}
+
+int
+tally_admin_parse_job_list(json_t *req, uint16_t *after, unsigned int *limit,
+	char *why, size_t wlen)
+{
+	json_int_t a = 0, l = 0;
+	const char *k;
+
+	if ((k = unknown_key(req, list_keys)) != NULL)
+		return fail(EINVAL, why, wlen, "unknown key '%s'", k);
+	if (get_int(req, "after", 0, UINT16_MAX, 0, &a, why, wlen) != 0 ||
+			get_int(req, "limit", 1, UINT16_MAX + 1, UINT16_MAX + 1,
+				&l, why, wlen) != 0)
+		return -EINVAL;
+	*after = (uint16_t)a;
+	*limit = (unsigned int)l;
 	return 0;
 }

@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include <tally/limits.h>
+
 #include "agg/job.h"
 
 enum tally_admin_cmd {
@@ -43,18 +45,33 @@ const char *tally_admin_cmd_usage(enum tally_admin_cmd cmd);
 int tally_admin_parse(const char *text, size_t len, json_t **req,
 	enum tally_admin_cmd *cmd, char *why, size_t wlen);
 
+/* The largest message either way on the admin socket. */
+#define TALLY_ADMIN_MSG_MAX	(64 * 1024)
+
 /*
- * job_add: {"id", "token": 16 hex digits, "world", "window" (64),
- * "max_elems" (256), "narrow" (false), "members": [{"ip", "port"}...] by
- * rank, "group": {"ip", "port"} (absent: unicast)}. Borrows req; fills
- * *c whole (zeroing what the request leaves out). Unknown keys are
- * refused. Returns 0 or -EINVAL.
+ * job_add: {"id": 1..65535, "token": 16 hex digits, "world", "window"
+ * (64), "max_elems" (256), "narrow" (false), "members": [{"ip", "port"}
+ * ...] by rank, "group": {"ip", "port"} (absent: unicast), "encodings":
+ * [NAME...] (absent: all)}. Members are unicast host addresses (not
+ * 0.0.0.0/8, 127.0.0.0/8, multicast or 240.0.0.0/4), no two with the
+ * same address and port. Borrows req; fills *c whole (zeroing what the
+ * request leaves out) and *encs (TALLY_ENC_BIT of each encoding the
+ * members send at full length). Unknown keys are refused. Returns 0 or
+ * -EINVAL.
  */
 int tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c,
-	char *why, size_t wlen);
+	unsigned int *encs, char *why, size_t wlen);
 
-/* job_del: {"id"}. Borrows req. Returns 0 or -EINVAL. */
+/* job_del: {"id": 1..65535}. Borrows req. Returns 0 or -EINVAL. */
 int tally_admin_parse_job_del(json_t *req, uint16_t *id, char *why,
 	size_t wlen);
+
+/*
+ * job_list: {"after": 0..65535 (0), "limit": 1..65536 (65536)}: the jobs
+ * whose id is above after, at most limit of them. Borrows req. Unknown
+ * keys are refused. Returns 0 or -EINVAL.
+ */
+int tally_admin_parse_job_list(json_t *req, uint16_t *after,
+	unsigned int *limit, char *why, size_t wlen);
 
 #endif /* TALLY_DP_ADMIN_PARSE_H */

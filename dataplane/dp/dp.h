@@ -34,6 +34,10 @@ struct tally_dp_stats {
 	uint64_t ring_full;	/* ... that found its ring full */
 	uint64_t no_neigh;	/* result for a member whose MAC is unknown */
 	uint64_t no_mbuf;	/* pool empty when building a result */
+	uint64_t too_big;	/* result frames not sent: larger than the
+				 * port's MTU */
+	uint64_t arp_refused;	/* ARP that claimed a known address for
+				 * another MAC: not learned */
 	uint64_t misrouted;	/* slot sent to another lcore's UDP port */
 	uint64_t idle_sleeps;
 	uint64_t net_drops[TALLY_NET_DROP_MAX_];
@@ -53,11 +57,6 @@ struct tally_dp_lcore {
 	struct tally_agg_stats agg;
 	struct tally_dp_stats st;
 } __rte_cache_aligned;
-
-struct tally_dp_job {
-	struct tally_job *job;
-	struct tally_dp_job *next;
-};
 
 /*
  * Counters of one job on one lcore (a row): each lcore counts verdicts
@@ -90,6 +89,8 @@ struct tally_dp_jobx {
 	struct tally_net_tmpl member[TALLY_MAX_WORKERS];	/* by rank */
 	struct tally_net_tmpl group;	/* when conf.group.ip != 0 */
 	struct rte_ether_addr group_mac;
+	unsigned int encs;		/* encodings declared (TALLY_ENC_BIT) */
+	uint64_t mem;			/* bytes charged to the budget */
 };
 
 /* The tally-dp part of a job that tally_dp_job_add() made. */
@@ -115,6 +116,9 @@ struct tally_dp {
 	struct tally_dp_lcore lcores[TALLY_DP_MAX_WORKERS];
 	struct rte_rcu_qsbr *qsbr;
 	unsigned int max_jobs;
+	uint16_t mtu;			/* the port's L3 MTU (port.c) */
+	uint64_t mem_budget;		/* bytes all jobs may hold; 0: any */
+	uint64_t max_job_mem;		/* bytes one job may hold; 0: any */
 	volatile int stop;
 
 	/* The job table the lcores read; swapped by the control thread. */
@@ -122,8 +126,19 @@ struct tally_dp {
 
 	/* Control side only, under lock: the jobs the table was built of. */
 	pthread_mutex_t lock;
-	struct tally_dp_job *jobs;
+	struct tally_job **jobs;	/* njobs of them, by ascending id */
 	unsigned int njobs;
+	uint64_t mem_used;		/* bytes the jobs hold (jobx->mem) */
+
+	/* The admin socket's own counters: admin.c writes them. */
+	struct {
+		uint64_t requests;	/* requests answered */
+		uint64_t clients;	/* connections accepted */
+		uint64_t refused;	/* ... closed at once: too many */
+		uint64_t slow;		/* ... closed: replies piled up */
+		uint64_t stale;		/* requests not run: their client
+					 * had hung up before they were read */
+	} admin;
 };
 
 /* lcore.c: the worker loop, launched on every worker lcore. */
@@ -141,8 +156,32 @@ void tally_dp_port_close(struct tally_dp *dp);
 
 /* jobs.c: the control side of the job table. */
 int tally_dp_jobs_init(struct tally_dp *dp);
-int tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf);
-int tally_dp_job_del(struct tally_dp *dp, uint16_t id);
+/*
+ * Whether tally-dp can serve a job of conf whose members send the
+ * encodings encs (TALLY_ENC_BIT mask) at full length: its memory against
+ * max_job_mem, its largest packet against the port's MTU and the mbufs.
+ * Returns 0, -E2BIG (memory) or -EMSGSIZE (packets) with a sentence in
+ * why (wlen bytes). The total budget is add's to check.
+ */
+int tally_dp_job_check(const struct tally_dp *dp,
+	const struct tally_job_conf *conf, unsigned int encs, char *why,
+	size_t wlen);
+/*
+ * Adds a job (after tally_dp_job_check(), which it runs too). Returns 0,
+ * -EEXIST, -ENOSPC (max_jobs), -ENOMEM (the budget or memory), or what
+ * the check returns; a sentence in why.
+ */
+int tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf,
+	unsigned int encs, char *why, size_t wlen);
+/*
+ * Removes job id. When final is not NULL it receives the job's counters
+ * summed over its rows, read once no lcore can reach the job any more.
+ * Returns 0 or -ENOENT.
+ */
+int tally_dp_job_del(struct tally_dp *dp, uint16_t id,
+	struct tally_job_ctr *final);
+/* The index in dp->jobs of the first job whose id is above after. */
+unsigned int tally_dp_job_after(const struct tally_dp *dp, uint32_t after);
 void tally_dp_jobs_fini(struct tally_dp *dp);
 
 /* stats.c: counters summed over lcores, with names. */
@@ -163,8 +202,20 @@ unsigned int tally_dp_counters(const struct tally_dp *dp, int index,
 unsigned int tally_dp_job_counters(const struct tally_dp *dp,
 	const struct tally_job *job, struct tally_dp_counter *out,
 	unsigned int max);
+/* job's rows summed over worker lcores, into *sum. */
+void tally_dp_job_sum(const struct tally_dp *dp, const struct tally_job *job,
+	struct tally_job_ctr *sum);
+/* Names and values of a summed row, as tally_dp_job_counters() gives. */
+unsigned int tally_dp_ctr_list(const struct tally_job_ctr *sum,
+	struct tally_dp_counter *out, unsigned int max);
 
 /* admin.c: the admin socket, served from the main lcore. */
+/*
+ * Listens on path. A socket file there is taken over only when nobody
+ * answers on it (a stale one); returns the listening fd, -EADDRINUSE
+ * when a live process owns the path, -EEXIST when it is not a socket of
+ * ours (a file, or a socket of another type), or another -errno.
+ */
 int tally_dp_admin_open(const char *path);
 /* Serves requests until dp->stop; returns 0, or -errno on a fatal error. */
 int tally_dp_admin_serve(struct tally_dp *dp, int fd);

@@ -63,7 +63,8 @@ check_request(json_t *req, enum tally_admin_cmd cmd)
 	/* Exactly what a reply's "error" gets in admin.c. */
 	char why[256];
 	struct tally_job_conf c;
-	uint16_t id;
+	unsigned int encs, limit;
+	uint16_t id, after;
 	int ret;
 
 	CHECK(json_is_object(req));
@@ -71,9 +72,11 @@ check_request(json_t *req, enum tally_admin_cmd cmd)
 	CHECK(strcmp(json_string_value(json_object_get(req, "cmd")),
 		tally_admin_cmd_name(cmd)) == 0);
 	memset(why, 0x55, sizeof(why));
-	ret = tally_admin_parse_job_add(req, &c, why, sizeof(why));
+	ret = tally_admin_parse_job_add(req, &c, &encs, why, sizeof(why));
 	if (ret == 0) {
 		check_job(&c);
+		CHECK(c.id != 0);
+		CHECK(encs != 0 && (encs & ~TALLY_ENC_ALL) == 0);
 		CHECK(json_integer_value(json_object_get(req, "id")) == c.id);
 	} else {
 		CHECK(ret == -EINVAL);
@@ -83,6 +86,14 @@ check_request(json_t *req, enum tally_admin_cmd cmd)
 	ret = tally_admin_parse_job_del(req, &id, why, sizeof(why));
 	if (ret == 0) {
 		CHECK(json_integer_value(json_object_get(req, "id")) == id);
+	} else {
+		CHECK(ret == -EINVAL);
+		check_why(why, sizeof(why));
+	}
+	memset(why, 0x55, sizeof(why));
+	ret = tally_admin_parse_job_list(req, &after, &limit, why, sizeof(why));
+	if (ret == 0) {
+		CHECK(limit >= 1 && limit <= 65536);
 	} else {
 		CHECK(ret == -EINVAL);
 		check_why(why, sizeof(why));

@@ -7,6 +7,11 @@
  *
  * Nothing here allocates (but mbufs), locks, logs or makes a syscall,
  * except the idle back-off's sleep, which is off unless asked for.
+ *
+ * MAC addresses are learned only from frames the engine took as a
+ * member's (its token, rank and source checked), never from ARP: a host
+ * that claims a member's address in an ARP request gets an answer, and
+ * the member's results stay where the member is.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -18,6 +23,8 @@
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 #include <rte_prefetch.h>
+
+#include <tally/limits.h>
 
 #include "dp.h"
 
@@ -113,6 +120,13 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	unsigned int n = 0, sent;
 	uint32_t ck;
 
+	/* Never handed to the port to vanish there: counted instead. */
+	if (unlikely(TALLY_IPV4_UDP_LEN + TALLY_HDR_LEN +
+			(unsigned int)v->payload_len > dp->mtu)) {
+		lc->st.too_big += v->kind == TALLY_V_COMPLETE &&
+			jc->group.ip == 0 ? jc->world : 1;
+		return;
+	}
 	body = tally_net_body(dp->pool, &v->hdr, v->payload, v->payload_len,
 		&ck);
 	if (body == NULL) {
@@ -248,6 +262,16 @@ owner(const struct tally_dp *dp, struct tally_dp_lcore *lc,
 	return rx->queue;
 }
 
+/* Whether an ARP sender claims an address the cache knows elsewhere. */
+static inline int
+arp_moves(const struct tally_dp_lcore *lc, const struct tally_net_rx *rx)
+{
+	const struct rte_ether_addr *mac = tally_net_neigh_lookup(lc->neigh,
+		rx->src.ip);
+
+	return mac != NULL && !rte_is_same_ether_addr(mac, &rx->src_mac);
+}
+
 /* Sorts and handles one received frame. Consumes m. */
 static void
 handle(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
@@ -271,7 +295,14 @@ handle(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		disp[own][ndisp[own]++] = m;
 		return;
 	case TALLY_NET_ARP:
-		tally_net_neigh_learn(lc->neigh, rx.src.ip, &rx.src_mac);
+		/*
+		 * Answered, never learned from: anyone can claim any
+		 * address in an ARP request. MACs come from members' own
+		 * proven frames (contribution()); a claim that would have
+		 * moved one is counted.
+		 */
+		if (unlikely(arp_moves(lc, &rx)))
+			lc->st.arp_refused++;
 		tally_net_arp_reply(m, &dp->self);
 		lc->st.arp_replies++;
 		push(dp, lc, o, m);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -41,7 +42,12 @@ struct opts {
 	unsigned long mtu;
 	unsigned long mbufs;
 	unsigned long max_jobs;
+	unsigned long mem_budget;	/* MiB; 0: a quarter of the host's */
+	unsigned long max_job_mem;	/* MiB */
 };
+
+/* A job at most, by default: its job_add fills it in well under 1 s. */
+#define DEF_MAX_JOB_MIB	256
 
 static void
 usage(FILE *f)
@@ -61,7 +67,11 @@ usage(FILE *f)
 "                     net_af_xdp, whose sent frames keep their buffers\n"
 "                     until the receiver has taken them)\n"
 "  --max-jobs N       jobs at once (default 256)\n"
-"  -h, --help         this text\n", TALLY_UDP_PORT);
+"  --mem-budget MIB   memory all jobs' slots may take together (default:\n"
+"                     a quarter of the host's memory)\n"
+"  --max-job-mem MIB  memory one job's slots may take (default %d, at\n"
+"                     most the budget)\n"
+"  -h, --help         this text\n", TALLY_UDP_PORT, DEF_MAX_JOB_MIB);
 }
 
 /* Parses a number in lo..hi into *v; 0 or -EINVAL with a message. */
@@ -93,6 +103,8 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "mtu", required_argument, NULL, 'm' },
 		{ "mbufs", required_argument, NULL, 'n' },
 		{ "max-jobs", required_argument, NULL, 'j' },
+		{ "mem-budget", required_argument, NULL, 'b' },
+		{ "max-job-mem", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -109,6 +121,8 @@ parse_args(int argc, char **argv, struct opts *o)
 		case 'm': ret = num("--mtu", optarg, 68, 9600, &o->mtu); break;
 		case 'n': ret = num("--mbufs", optarg, 1023, 1u << 22, &o->mbufs); break;
 		case 'j': ret = num("--max-jobs", optarg, 1, 65536, &o->max_jobs); break;
+		case 'b': ret = num("--mem-budget", optarg, 1, 1ul << 30, &o->mem_budget); break;
+		case 'B': ret = num("--max-job-mem", optarg, 1, 1ul << 30, &o->max_job_mem); break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -133,6 +147,67 @@ parse_args(int argc, char **argv, struct opts *o)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/*
+ * The job memory limits in bytes: --mem-budget (a quarter of the host's
+ * memory when not given) and --max-job-mem (DEF_MAX_JOB_MIB), the latter
+ * never above the former.
+ */
+static void
+set_mem_limits(const struct opts *o)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+	dp.mem_budget = (uint64_t)o->mem_budget << 20;
+	if (dp.mem_budget == 0)
+		dp.mem_budget = pages > 0 && psize > 0 ?
+			(uint64_t)pages * (uint64_t)psize / 4 : 1ull << 30;
+	dp.max_job_mem = (uint64_t)(o->max_job_mem != 0 ? o->max_job_mem :
+		DEF_MAX_JOB_MIB) << 20;
+	if (dp.max_job_mem > dp.mem_budget)
+		dp.max_job_mem = dp.mem_budget;
+}
+
+/* The admin socket this process made, removed at exit if still ours. */
+static char admin_path[108];
+static struct stat admin_st;
+
+static void
+admin_cleanup(void)
+{
+	struct stat st;
+
+	if (admin_path[0] != '\0' && lstat(admin_path, &st) == 0 &&
+			st.st_ino == admin_st.st_ino &&
+			st.st_dev == admin_st.st_dev)
+		unlink(admin_path);
+}
+
+/*
+ * Takes the admin socket, before the port: a second tally-dp must not
+ * touch the port of a running one. Exits with a sentence when it cannot.
+ */
+static int
+open_admin(const char *path)
+{
+	int fd = tally_dp_admin_open(path);
+
+	if (fd == -EADDRINUSE)
+		rte_exit(1, "admin socket %s: another tally-dp is running and "
+			"answers there; stop it first, or give this one another "
+			"--admin\n", path);
+	if (fd == -EEXIST)
+		rte_exit(1, "admin socket %s: the path exists and is not a "
+			"tally-dp socket; remove it or choose another --admin\n",
+			path);
+	if (fd < 0)
+		rte_exit(1, "admin socket %s: %s\n", path, strerror(-fd));
+	if (lstat(path, &admin_st) == 0) {
+		snprintf(admin_path, sizeof(admin_path), "%s", path);
+		atexit(admin_cleanup);
+	}
+	return fd;
 }
 
 static void
@@ -225,6 +300,9 @@ announce(const struct opts *o)
 		"linearized per member (port sends no chains)",
 		dp.idle_us ? "sleep after empty polls" : "busy poll", o->mbufs,
 		o->admin);
+	DP_LOG(INFO, "jobs: at most %u, %llu MiB of slots in all, %llu MiB "
+		"each", dp.max_jobs, (unsigned long long)(dp.mem_budget >> 20),
+		(unsigned long long)(dp.max_job_mem >> 20));
 }
 
 int
@@ -254,6 +332,8 @@ main(int argc, char **argv)
 	dp.self.port = htons((uint16_t)o.udp_port);
 	dp.idle_us = (unsigned int)o.idle_us;
 	dp.max_jobs = (unsigned int)o.max_jobs;
+	set_mem_limits(&o);
+	afd = open_admin(o.admin);
 	if (rte_eth_dev_count_avail() == 0)
 		rte_exit(1, "no DPDK port: bind a NIC, or give one with "
 			"--vdev (e.g. net_af_packet0,iface=eth1)\n");
@@ -295,9 +375,6 @@ main(int argc, char **argv)
 		rte_exit(1, "out of memory for rings or jobs\n");
 	if (tally_dp_telemetry_init(&dp) != 0)
 		DP_LOG(WARNING, "telemetry commands not registered");
-	afd = tally_dp_admin_open(o.admin);
-	if (afd < 0)
-		rte_exit(1, "admin socket %s: %s\n", o.admin, strerror(-afd));
 	announce(&o);
 
 	for (uint16_t i = 0; i < dp.nworkers; i++)
@@ -310,7 +387,8 @@ main(int argc, char **argv)
 		rte_eal_wait_lcore(lcore_id);
 	DP_LOG(INFO, "stopping");
 	close(afd);
-	unlink(o.admin);
+	admin_cleanup();
+	admin_path[0] = '\0';
 	tally_dp_port_close(&dp);
 	teardown();
 	tally_dp_jobs_fini(&dp);

@@ -163,6 +163,9 @@ tally_dp_port_init(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu)
 	ret = rte_eth_macaddr_get(dp->port_id, &dp->self.mac);
 	if (ret != 0)
 		return ret;
+	/* What the port was given, as it took it: jobs are held to it. */
+	if (rte_eth_dev_get_mtu(dp->port_id, &dp->mtu) != 0 || dp->mtu == 0)
+		dp->mtu = mtu;
 	choose_steering(dp);
 	return 0;
 }

@@ -7,6 +7,8 @@
  * may be a burst old but never torn.
  */
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "dp.h"
 
@@ -21,7 +23,8 @@ struct field {
 static const struct field fields[] = {
 	DP(rx), DP(tx), DP(tx_dropped), DP(results), DP(arp_replies),
 	DP(icmp_replies), DP(dispatched), DP(ring_full), DP(no_neigh),
-	DP(no_mbuf), DP(misrouted), DP(idle_sleeps),
+	DP(no_mbuf), DP(too_big), DP(arp_refused), DP(misrouted),
+	DP(idle_sleeps),
 	AGG("agg_rx", rx), AGG("contributions", accepted),
 	AGG("elements", elements), AGG("completed", completed),
 	AGG("retransmissions_served", resent), AGG("duplicates", duplicates),
@@ -100,18 +103,39 @@ static const struct field job_fields[] = {
 
 #define NJOB_FIELDS (sizeof(job_fields) / sizeof(job_fields[0]))
 
-unsigned int
-tally_dp_job_counters(const struct tally_dp *dp, const struct tally_job *job,
-	struct tally_dp_counter *out, unsigned int max)
+void
+tally_dp_job_sum(const struct tally_dp *dp, const struct tally_job *job,
+	struct tally_job_ctr *sum)
 {
-	for (unsigned int k = 0; k < NJOB_FIELDS && k < max; k++) {
+	memset(sum, 0, sizeof(*sum));
+	for (unsigned int k = 0; k < NJOB_FIELDS; k++) {
 		uint64_t v = 0;
 
 		for (uint16_t i = 0; i < dp->nworkers; i++)
 			v += *(const volatile uint64_t *)((const char *)
 				&tally_dp_jobx(job)->ctr[i] + job_fields[k].off);
+		*(uint64_t *)((char *)sum + job_fields[k].off) = v;
+	}
+}
+
+unsigned int
+tally_dp_ctr_list(const struct tally_job_ctr *sum, struct tally_dp_counter *out,
+	unsigned int max)
+{
+	for (unsigned int k = 0; k < NJOB_FIELDS && k < max; k++) {
 		out[k].name = job_fields[k].name;
-		out[k].value = v;
+		out[k].value = *(const uint64_t *)((const char *)sum +
+			job_fields[k].off);
 	}
 	return NJOB_FIELDS;
+}
+
+unsigned int
+tally_dp_job_counters(const struct tally_dp *dp, const struct tally_job *job,
+	struct tally_dp_counter *out, unsigned int max)
+{
+	struct tally_job_ctr sum;
+
+	tally_dp_job_sum(dp, job, &sum);
+	return tally_dp_ctr_list(&sum, out, max);
 }

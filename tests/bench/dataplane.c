@@ -52,6 +52,7 @@
 #include <rte_ring.h>
 #include <rte_udp.h>
 
+#include <tally/limits.h>
 #include <tally/proto.h>
 
 #include "dp.h"
@@ -351,6 +352,7 @@ dp_setup(struct dpb *b)
 		.max_elems = (uint16_t)b->o.elems,
 	};
 	const char *what;
+	char why[256];
 	int port, ret;
 
 	b->rx = rte_ring_create("bench_rx", RING_SIZE, (int)rte_socket_id(),
@@ -417,9 +419,10 @@ dp_setup(struct dpb *b)
 		conf.group.port = rte_cpu_to_be_16(MEMBER_PORT);
 	}
 	/* No thread is registered with QSBR: this returns at once. */
-	ret = tally_dp_job_add(dp, &conf);
+	ret = tally_dp_job_add(dp, &conf, TALLY_ENC_BIT(TALLY_ENC_I32), why,
+		sizeof(why));
 	if (ret != 0) {
-		what = "tally_dp_job_add";
+		what = why;
 		goto err;
 	}
 	return 0;

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The admin socket's request parser (dataplane/dp/admin_parse.c): good
- * requests, every bad field of job_add with its sentence, unknown and
- * duplicate keys, JSON that is not an object, truncated JSON, unknown
- * commands, job_del.
+ * requests, every bad field of job_add with its sentence (job id 0,
+ * members that are no unicast host or share an address, encodings),
+ * unknown and duplicate keys, JSON that is not an object, truncated JSON,
+ * unknown commands, job_del, job_list's page.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +34,8 @@ parse(const char *text, json_t **req, enum tally_admin_cmd *cmd, char *why,
  * job_add of text: returns the parse_job_add result, *c filled, the
  * sentence in why. The request itself must parse as a job_add.
  */
+static unsigned int last_encs;
+
 static int
 job_add(const char *text, struct tally_job_conf *c, char *why, size_t wlen)
 {
@@ -43,7 +46,8 @@ job_add(const char *text, struct tally_job_conf *c, char *why, size_t wlen)
 	assert_int_equal(parse(text, &req, &cmd, why, wlen), 0);
 	assert_non_null(req);
 	assert_int_equal(cmd, TALLY_ADMIN_JOB_ADD);
-	ret = tally_admin_parse_job_add(req, c, why, wlen);
+	last_encs = 0xdead;
+	ret = tally_admin_parse_job_add(req, c, &last_encs, why, wlen);
 	json_decref(req);
 	return ret;
 }
@@ -129,12 +133,13 @@ job_add_full(void **state)
 	assert_int_equal(c.members[1].port, htons(40002));
 	assert_int_equal(c.group.ip, inet_addr("239.1.2.3"));
 	assert_int_equal(c.group.port, htons(65535));
+	assert_int_equal(last_encs, TALLY_ENC_ALL);
 	/* The other end of each range, and an explicit false. */
-	assert_int_equal(job_add("{\"cmd\":\"job_add\",\"id\":0,\"token\":"
+	assert_int_equal(job_add("{\"cmd\":\"job_add\",\"id\":1,\"token\":"
 		"\"0000000000000000\",\"world\":1,\"window\":1,\"max_elems\":1,"
 		"\"narrow\":false,\"members\":[{\"ip\":\"1.2.3.4\",\"port\":1}]"
 		"}", &c, why, sizeof(why)), 0);
-	assert_int_equal(c.id, 0);
+	assert_int_equal(c.id, 1);
 	assert_int_equal(c.window, 1);
 	assert_int_equal(c.max_elems, 1);
 	assert_int_equal(c.narrow, 0);
@@ -150,13 +155,13 @@ job_add_bad_numbers(void **state)
 	(void)state;
 	job_add_fails(ADD TOK "," ONE "}", "'id' is required");
 	job_add_fails(ADD "\"id\":-1," TOK "," ONE "}",
-		"'id' must be an integer in 0..65535");
+		"'id' must be an integer in 1..65535");
 	job_add_fails(ADD "\"id\":65536," TOK "," ONE "}",
-		"'id' must be an integer in 0..65535");
+		"'id' must be an integer in 1..65535");
 	job_add_fails(ADD "\"id\":\"1\"," TOK "," ONE "}",
-		"'id' must be an integer in 0..65535");
+		"'id' must be an integer in 1..65535");
 	job_add_fails(ADD "\"id\":1.5," TOK "," ONE "}",
-		"'id' must be an integer in 0..65535");
+		"'id' must be an integer in 1..65535");
 	job_add_fails(ADD "\"id\":1," TOK ",\"members\":[]}",
 		"'world' is required");
 	job_add_fails(ADD "\"id\":1," TOK ",\"world\":0,\"members\":[]}",
@@ -217,7 +222,7 @@ job_add_bad_members(void **state)
 		"member 1: 'ip' must be an IPv4 address");
 	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
 		"{\"ip\":\"0.0.0.0\",\"port\":1}]}",
-		"member 0: 'ip' must be an IPv4 address");
+		"member 0: 'ip' 0.0.0.0 is not a unicast host address");
 	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
 		"{\"ip\":\"::1\",\"port\":1}]}",
 		"member 0: 'ip' must be an IPv4 address");
@@ -233,6 +238,70 @@ job_add_bad_members(void **state)
 		"member 0: 'port' must be 1..65535");
 	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
 		"{\"ip\":\"1.2.3.4\"}]}", "member 0: 'port' must be 1..65535");
+}
+
+/*
+ * Members tally-dp cannot send results to, or could not tell apart: no
+ * unicast host, or the address and port of a lower rank.
+ */
+static void
+job_add_not_unicast(void **state)
+{
+	static const char *const bad[] = {
+		"0.0.0.0", "0.1.2.3", "127.0.0.1", "224.0.0.1",
+		"239.255.255.255", "240.0.0.1", "255.255.255.255",
+	};
+	struct tally_job_conf c;
+	char text[512], want[128], why[256] = "";
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), ADD "\"id\":1," TOK ",\"world\""
+			":2,\"members\":[" MEMBER0 ",{\"ip\":\"%s\",\"port\":"
+			"1}]}", bad[i]);
+		snprintf(want, sizeof(want), "member 1: 'ip' %s is not a "
+			"unicast host address", bad[i]);
+		job_add_fails(text, want);
+	}
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":3,\"members\":["
+		MEMBER0 "," MEMBER1 "," MEMBER0 "]}",
+		"member 2 has the address and port of member 0");
+	/* One host, two ports: two members; the last unicast /8. */
+	assert_int_equal(job_add(ADD "\"id\":1," TOK ",\"world\":2,"
+		"\"members\":[" MEMBER0 ",{\"ip\":\"10.77.0.11\",\"port\":"
+		"40002}]}", &c, why, sizeof(why)), 0);
+	assert_int_equal(job_add(ADD "\"id\":1," TOK ",\"world\":1,"
+		"\"members\":[{\"ip\":\"223.255.255.254\",\"port\":9}]}",
+		&c, why, sizeof(why)), 0);
+}
+
+/* "encodings": names into a mask; anything else refused. */
+static void
+job_add_encodings(void **state)
+{
+	struct tally_job_conf c;
+	char why[256] = "";
+
+	(void)state;
+	assert_int_equal(job_add(ADD "\"id\":1," TOK "," ONE ",\"encodings\":"
+		"[\"i8\"]}", &c, why, sizeof(why)), 0);
+	assert_int_equal(last_encs, TALLY_ENC_BIT(TALLY_ENC_I8));
+	assert_int_equal(job_add(ADD "\"id\":1," TOK "," ONE ",\"encodings\":"
+		"[\"f32\",\"i32\",\"i16\",\"i8\",\"i4\",\"sign\",\"i8\"]}",
+		&c, why, sizeof(why)), 0);
+	assert_int_equal(last_encs, TALLY_ENC_ALL);
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"encodings\":[]}",
+		"'encodings' must be a non-empty array of encoding names "
+		"(f32, i32, i16, i8, i4, sign)");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"encodings\":\"i8\"}",
+		"'encodings' must be a non-empty array of encoding names "
+		"(f32, i32, i16, i8, i4, sign)");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"encodings\":[\"i8\","
+		"\"q8\"]}", "'encodings': item 1 is not an encoding name "
+		"(f32, i32, i16, i8, i4, sign)");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"encodings\":[4]}",
+		"'encodings': item 0 is not an encoding name "
+		"(f32, i32, i16, i8, i4, sign)");
 }
 
 static void
@@ -382,12 +451,14 @@ job_del(void **state)
 	} cases[] = {
 		{ "{\"cmd\":\"job_del\",\"id\":9}", 0, 9, "" },
 		{ "{\"cmd\":\"job_del\",\"id\":65535}", 0, 65535, "" },
-		{ "{\"cmd\":\"job_del\",\"id\":0,\"extra\":1}", 0, 0, "" },
+		{ "{\"cmd\":\"job_del\",\"id\":1,\"extra\":1}", 0, 1, "" },
 		{ "{\"cmd\":\"job_del\"}", -EINVAL, 0, "'id' is required" },
+		{ "{\"cmd\":\"job_del\",\"id\":0}", -EINVAL, 0,
+			"'id' must be an integer in 1..65535" },
 		{ "{\"cmd\":\"job_del\",\"id\":65536}", -EINVAL, 0,
-			"'id' must be an integer in 0..65535" },
+			"'id' must be an integer in 1..65535" },
 		{ "{\"cmd\":\"job_del\",\"id\":\"9\"}", -EINVAL, 0,
-			"'id' must be an integer in 0..65535" },
+			"'id' must be an integer in 1..65535" },
 	};
 	enum tally_admin_cmd cmd;
 	char why[256];
@@ -409,6 +480,55 @@ job_del(void **state)
 	}
 }
 
+/* job_list's page: after (0) and limit (all); nothing else. */
+static void
+job_list(void **state)
+{
+	static const struct {
+		const char *text;
+		int ret;
+		uint16_t after;
+		unsigned int limit;
+		const char *why;
+	} cases[] = {
+		{ "{\"cmd\":\"job_list\"}", 0, 0, 65536, "" },
+		{ "{\"cmd\":\"job_list\",\"after\":65535,\"limit\":1}", 0,
+			65535, 1, "" },
+		{ "{\"cmd\":\"job_list\",\"after\":7}", 0, 7, 65536, "" },
+		{ "{\"cmd\":\"job_list\",\"after\":-1}", -EINVAL, 0, 0,
+			"'after' must be an integer in 0..65535" },
+		{ "{\"cmd\":\"job_list\",\"limit\":0}", -EINVAL, 0, 0,
+			"'limit' must be an integer in 1..65536" },
+		{ "{\"cmd\":\"job_list\",\"limit\":\"5\"}", -EINVAL, 0, 0,
+			"'limit' must be an integer in 1..65536" },
+		{ "{\"cmd\":\"job_list\",\"afte\":3}", -EINVAL, 0, 0,
+			"unknown key 'afte'" },
+	};
+	enum tally_admin_cmd cmd;
+	unsigned int limit;
+	char why[256];
+	uint16_t after;
+	json_t *req;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		why[0] = '\0';
+		after = 0;
+		limit = 0;
+		assert_int_equal(parse(cases[i].text, &req, &cmd, why,
+			sizeof(why)), 0);
+		assert_int_equal(cmd, TALLY_ADMIN_JOB_LIST);
+		assert_int_equal(tally_admin_parse_job_list(req, &after, &limit,
+			why, sizeof(why)), cases[i].ret);
+		assert_string_equal(why, cases[i].why);
+		if (cases[i].ret == 0) {
+			assert_int_equal(after, cases[i].after);
+			assert_int_equal(limit, cases[i].limit);
+		}
+		json_decref(req);
+	}
+}
+
 int
 main(void)
 {
@@ -419,6 +539,8 @@ main(void)
 		cmocka_unit_test(job_add_bad_numbers),
 		cmocka_unit_test(job_add_bad_token),
 		cmocka_unit_test(job_add_bad_members),
+		cmocka_unit_test(job_add_not_unicast),
+		cmocka_unit_test(job_add_encodings),
 		cmocka_unit_test(job_add_bad_group),
 		cmocka_unit_test(job_add_unknown_key),
 		cmocka_unit_test(duplicate_keys),
@@ -426,6 +548,7 @@ main(void)
 		cmocka_unit_test(invalid_json),
 		cmocka_unit_test(unknown_command),
 		cmocka_unit_test(job_del),
+		cmocka_unit_test(job_list),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,13 @@
  * (headers built on the spot); rounds of other lengths keep the
  * checksums right; a bundle of headers alone is taken header by header,
  * another lcore's slot refused; every mbuf goes back to its pool.
+ *
+ * And what tally-dp must refuse: an ARP request that claims a member's
+ * address never moves the member's results (nor does one from a stranger
+ * teach a MAC), counted in arp_refused; a result larger than the port's
+ * MTU is counted in too_big, never handed to the port; a job whose memory
+ * or packets tally-dp cannot serve is not added, with a sentence; a
+ * deleted job's final counters come back with its deletion.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +37,8 @@
 #include <rte_lcore.h>
 #include <rte_ring.h>
 
+#include <tally/limits.h>
+
 #include "dp.h"
 #include "frame.h"
 
@@ -40,6 +49,7 @@
 #define GROUP_IP	UINT32_C(0xef010203)	/* 239.1.2.3 */
 #define TOKEN		UINT64_C(0x0123456789abcdef)
 #define MAX_ELEMS	500	/* a result body within one default mbuf */
+#define PORT_MTU	2100	/* IPv4 packets of MAX_ELEMS x i32 fit */
 
 static struct tally_dp dp;
 static struct tally_dp_lcore *lc;
@@ -67,6 +77,7 @@ mmac(unsigned int r, unsigned int k)
 static int
 job_add(uint16_t id, unsigned int shift, int group, uint16_t elems)
 {
+	char why[256];
 	struct tally_job_conf c = {
 		.id = id, .token = TOKEN, .world = WORLD, .window = 4,
 		.max_elems = elems,
@@ -78,7 +89,7 @@ job_add(uint16_t id, unsigned int shift, int group, uint16_t elems)
 		c.group.ip = rte_cpu_to_be_32(GROUP_IP);
 		c.group.port = rte_cpu_to_be_16(MEMBER_PORT);
 	}
-	return tally_dp_job_add(&dp, &c);
+	return tally_dp_job_add(&dp, &c, TALLY_ENC_ALL, why, sizeof(why));
 }
 
 /* The i32 element e of rank r's contribution to (slot, set). */
@@ -254,8 +265,8 @@ members_get_results(void **state)
 	/* The templates are the job's own, built when it was added. */
 	tab = atomic_load(&dp.tab);
 	assert_non_null(tab);
-	assert_int_equal(dp.jobs->job->conf.id, 11);
-	x = tally_dp_jobx(dp.jobs->job);
+	assert_int_equal(dp.jobs[0]->conf.id, 11);
+	x = tally_dp_jobx(dp.jobs[0]);
 	for (unsigned int r = 0; r < WORLD; r++) {
 		struct tally_addr a = maddr(r, 0);
 
@@ -273,7 +284,7 @@ members_get_results(void **state)
 	}
 	assert_int_equal(lc->st.no_neigh, 0);
 	assert_int_equal(lc->st.no_mbuf, 0);
-	assert_int_equal(tally_dp_job_del(&dp, 11), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 11, NULL), 0);
 	assert_pools_full();
 }
 
@@ -306,7 +317,7 @@ mac_change(void **state)
 		assert_memory_equal(f->dmac.addr_bytes, macs[r].addr_bytes, 6);
 		assert_sum(f, 0, 1, 64);
 	}
-	assert_int_equal(tally_dp_job_del(&dp, 12), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 12, NULL), 0);
 	assert_pools_full();
 }
 
@@ -326,7 +337,7 @@ job_readded(void **state)
 	assert_int_equal(job_add(13, 0, 0, 32), 0);
 	round_of(13, 2, 0, 32, 0, macs);
 	assert_int_equal(take_sent(s, WORLD), WORLD);
-	assert_int_equal(tally_dp_job_del(&dp, 13), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 13, NULL), 0);
 	assert_int_equal(job_add(13, 5, 0, 32), 0);
 	round_of(13, 2, 0, 32, 5, macs);
 	assert_int_equal(take_sent(s, WORLD), WORLD);
@@ -337,7 +348,7 @@ job_readded(void **state)
 	/* maddr(r, 0) for r < 3 is not among 10.0.2.15.. */
 	for (unsigned int r = 0; r < WORLD; r++)
 		assert_null(to_addr(s, WORLD, maddr(r, 0)));
-	assert_int_equal(tally_dp_job_del(&dp, 13), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 13, NULL), 0);
 	assert_pools_full();
 }
 
@@ -360,7 +371,7 @@ group_result(void **state)
 	assert_int_equal(s[0].dport, rte_cpu_to_be_16(MEMBER_PORT));
 	assert_memory_equal(s[0].dmac.addr_bytes, gmac.addr_bytes, 6);
 	assert_sum(&s[0], 3, 0, 256);
-	assert_int_equal(tally_dp_job_del(&dp, 14), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 14, NULL), 0);
 	assert_pools_full();
 }
 
@@ -386,7 +397,7 @@ several_lengths(void **state)
 		for (unsigned int r = 0; r < WORLD; r++)
 			assert_sum(&s[r], 0, k & 1, counts[k]);
 	}
-	assert_int_equal(tally_dp_job_del(&dp, 15), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 15, NULL), 0);
 	assert_pools_full();
 }
 
@@ -425,7 +436,7 @@ replies_to_sender(void **state)
 	assert_int_equal(s[0].h.status, TALLY_ST_EARLY);
 	assert_int_equal(s[0].dip, maddr(0, 0).ip);
 	assert_memory_equal(s[0].dmac.addr_bytes, macs[0].addr_bytes, 6);
-	assert_int_equal(tally_dp_job_del(&dp, 16), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 16, NULL), 0);
 	assert_pools_full();
 }
 
@@ -502,7 +513,218 @@ bundles(void **state)
 	assert_non_null(job);
 	assert_int_equal(tally_dp_jobx(job)->ctr[0].contributions, 2 * WORLD);
 	assert_int_equal(tally_dp_jobx(job)->ctr[0].rounds, 2);
-	assert_int_equal(tally_dp_job_del(&dp, 17), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 17, NULL), 0);
+	assert_pools_full();
+}
+
+/*
+ * Puts an ARP request for our address into the rx ring: sender address
+ * ip with MAC mac (in the Ethernet header and the ARP body alike).
+ */
+static void
+send_arp(rte_be32_t ip, struct rte_ether_addr mac)
+{
+	uint8_t frame[64];
+	size_t len = build_arp(frame, 1, self_ip);
+	struct rte_mbuf *m;
+
+	memcpy(frame + 6, mac.addr_bytes, 6);
+	memcpy(frame + F_IP + 8, mac.addr_bytes, 6);
+	memcpy(frame + F_IP + 14, &ip, 4);
+	m = to_mbuf(frame_pool, frame, len);
+	assert_non_null(m);
+	assert_int_equal(rte_ring_enqueue(rxr, m), 0);
+}
+
+/* Takes the one frame sent, an ARP reply, and checks it went to mac. */
+static void
+take_arp_reply(struct rte_ether_addr mac)
+{
+	struct rte_mbuf *m;
+	const uint8_t *f;
+	void *p = NULL;
+
+	assert_int_equal(rte_ring_dequeue(txr, &p), 0);
+	m = p;
+	f = rte_pktmbuf_mtod(m, const uint8_t *);
+	assert_int_equal(get16(f + 12), 0x0806);
+	assert_int_equal(get16(f + F_IP + 6), 2);
+	assert_memory_equal(f, mac.addr_bytes, 6);
+	rte_pktmbuf_free(m);
+	assert_int_equal(rte_ring_count(txr), 0);
+}
+
+/*
+ * ARP spoofing: a host claims member 1's address in an ARP request. It
+ * gets tally-dp's answer, but member 1's results stay at member 1's MAC
+ * (learned from its proven frames), and the claim is counted. A stranger's
+ * ARP teaches nothing either.
+ */
+static void
+arp_spoof(void **state)
+{
+	static const struct rte_ether_addr evil = {{ 0x02, 0x66, 0, 0, 0, 1 }};
+	uint64_t refused = lc->st.arp_refused, replies = lc->st.arp_replies;
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+	const struct sent *f;
+	rte_be32_t stranger = rte_cpu_to_be_32(RTE_IPV4(10, 0, 9, 9));
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 8);
+	assert_int_equal(job_add(18, 0, 0, 64), 0);
+	round_of(18, 0, 0, 64, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	/* Between member 1's contribution and the round's end. */
+	for (unsigned int r = 0; r < WORLD - 1; r++)
+		send_contrib(18, r, 0, 1, 64, maddr(r, 0), macs[r]);
+	poll_all();
+	send_arp(maddr(1, 0).ip, evil);
+	poll_all();
+	take_arp_reply(evil);
+	assert_int_equal(lc->st.arp_replies - replies, 1);
+	assert_int_equal(lc->st.arp_refused - refused, 1);
+	send_contrib(18, WORLD - 1, 0, 1, 64, maddr(WORLD - 1, 0),
+		macs[WORLD - 1]);
+	poll_all();
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		f = to_addr(s, WORLD, maddr(r, 0));
+		assert_non_null(f);
+		assert_memory_equal(f->dmac.addr_bytes, macs[r].addr_bytes, 6);
+		assert_sum(f, 0, 1, 64);
+	}
+	/* Unknown sender: answered, not learned, not a refusal. */
+	send_arp(stranger, evil);
+	poll_all();
+	take_arp_reply(evil);
+	assert_null(tally_net_neigh_lookup(lc->neigh, stranger));
+	assert_int_equal(lc->st.arp_refused - refused, 1);
+	assert_int_equal(tally_dp_job_del(&dp, 18, NULL), 0);
+	assert_pools_full();
+}
+
+/*
+ * A result larger than the port's MTU (a port whose MTU shrank under a
+ * job, or a member sending a wider encoding than the job declared) is
+ * not handed to the port: counted in too_big, once a member.
+ */
+static void
+result_too_big(void **state)
+{
+	uint64_t too_big = lc->st.too_big, tx = lc->st.tx;
+	struct rte_ether_addr macs[WORLD];
+	struct tally_job_ctr c;
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 9);
+	assert_int_equal(job_add(19, 0, 0, 300), 0);
+	dp.mtu = TALLY_IPV4_UDP_LEN + TALLY_HDR_LEN + 4 * 300 - 1;
+	round_of(19, 1, 0, 300, 0, macs);
+	dp.mtu = PORT_MTU;
+	assert_int_equal(rte_ring_count(txr), 0);
+	assert_int_equal(lc->st.too_big - too_big, WORLD);
+	assert_int_equal(lc->st.tx, tx);
+	assert_int_equal(tally_dp_job_del(&dp, 19, &c), 0);
+	assert_int_equal(c.rounds, 1);
+	assert_int_equal(c.results, 0);
+	assert_pools_full();
+}
+
+/* job_del hands back the job's counters, final: the grace period passed. */
+static void
+final_counters(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[2 * WORLD];
+	struct tally_job_ctr c;
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 10);
+	assert_int_equal(job_add(20, 0, 0, 16), 0);
+	round_of(20, 0, 0, 16, 0, macs);
+	round_of(20, 1, 0, 16, 0, macs);
+	assert_int_equal(take_sent(s, 2 * WORLD), 2 * WORLD);
+	memset(&c, 0xff, sizeof(c));
+	assert_int_equal(tally_dp_job_del(&dp, 20, &c), 0);
+	assert_int_equal(c.contributions, 2 * WORLD);
+	assert_int_equal(c.elements, 2 * WORLD * 16);
+	assert_int_equal(c.rounds, 2);
+	assert_int_equal(c.results, 2 * WORLD);
+	assert_int_equal(c.bytes_out, 2 * WORLD * (TALLY_HDR_LEN + 64));
+	assert_int_equal(c.drops, 0);
+	assert_int_equal(tally_dp_job_del(&dp, 20, &c), -ENOENT);
+}
+
+/* job_add of conf with encodings encs; the sentence in why. */
+static int
+add_conf(uint16_t id, uint16_t window, uint16_t elems, int narrow,
+	unsigned int encs, char *why, size_t wlen)
+{
+	struct tally_job_conf c = {
+		.id = id, .token = TOKEN, .world = 1, .window = window,
+		.max_elems = elems, .narrow = (uint8_t)narrow,
+	};
+
+	c.members[0] = maddr(0, 0);
+	why[0] = '\0';
+	return tally_dp_job_add(&dp, &c, encs, why, wlen);
+}
+
+/*
+ * What tally-dp cannot serve is refused before anything is allocated:
+ * a job over --max-job-mem (E2BIG), jobs over --mem-budget together
+ * (ENOMEM, until one leaves), packets over the MTU for the encodings
+ * declared, widened or narrow (EMSGSIZE).
+ */
+static void
+admission(void **state)
+{
+	const unsigned int i8 = TALLY_ENC_BIT(TALLY_ENC_I8);
+	char why[256];
+
+	(void)state;
+	dp.max_job_mem = 1u << 20;
+	assert_int_equal(add_conf(21, 1024, 256, 0, TALLY_ENC_ALL, why,
+		sizeof(why)), -E2BIG);
+	assert_string_equal(why, "job 21 needs 2.1 MiB (window 1024 x "
+		"max_elems 256); tally-dp takes at most 1.0 MiB a job "
+		"(--max-job-mem)");
+	dp.max_job_mem = 0;
+	dp.mem_budget = 1u << 20;
+	assert_int_equal(add_conf(21, 256, 256, 0, TALLY_ENC_ALL, why,
+		sizeof(why)), 0);
+	assert_int_equal(dp.mem_used, tally_job_mem_bytes(256, 256));
+	assert_int_equal(add_conf(22, 256, 256, 0, TALLY_ENC_ALL, why,
+		sizeof(why)), -ENOMEM);
+	assert_string_equal(why, "job 22 needs 0.5 MiB; 0.5 of 1.0 MiB are "
+		"taken by 1 job(s) (--mem-budget)");
+	assert_int_equal(tally_dp_job_del(&dp, 21, NULL), 0);
+	assert_int_equal(dp.mem_used, 0);
+	assert_int_equal(add_conf(22, 256, 256, 0, TALLY_ENC_ALL, why,
+		sizeof(why)), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 22, NULL), 0);
+	dp.mem_budget = 0;
+	/* PORT_MTU 2100: 2040 bytes of payload, 510 i32 or 2040 i8. */
+	assert_int_equal(add_conf(23, 4, 511, 0, TALLY_ENC_ALL, why,
+		sizeof(why)), -EMSGSIZE);
+	assert_string_equal(why, "job 23: 511 elements of f32 make 2104-byte "
+		"IPv4 packets (widened results), over the port's MTU of 2100 "
+		"bytes; at most max_elems 510 for these encodings");
+	assert_int_equal(add_conf(23, 4, 600, 0, i8, why, sizeof(why)),
+		-EMSGSIZE);
+	assert_non_null(strstr(why, "600 elements of i8 make 2460-byte"));
+	assert_int_equal(add_conf(23, 4, 2040, 1, i8, why, sizeof(why)), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 23, NULL), 0);
+	assert_int_equal(add_conf(23, 4, 2041, 1, i8, why, sizeof(why)),
+		-EMSGSIZE);
+	assert_int_equal(add_conf(23, 4, 510, 0, TALLY_ENC_ALL, why,
+		sizeof(why)), 0);
+	assert_int_equal(tally_dp_job_del(&dp, 23, NULL), 0);
+	assert_int_equal(dp.njobs, 0);
 	assert_pools_full();
 }
 
@@ -538,7 +760,8 @@ setup(void **state)
 	lc->neigh = tally_net_neigh_create(64, SOCKET_ID_ANY);
 	if (lc->neigh == NULL || tally_dp_lcore_init(lc) != 0)
 		return -1;
-	if (tally_dp_port_init(&dp, NB_MBUFS, 1500) != 0)
+	/* Room for MAX_ELEMS of i32: tally-dp refuses jobs beyond it. */
+	if (tally_dp_port_init(&dp, NB_MBUFS, PORT_MTU) != 0)
 		return -1;
 	lc->rxq = 0;
 	lc->txq = 0;
@@ -573,6 +796,10 @@ main(int argc, char **argv)
 		cmocka_unit_test(several_lengths),
 		cmocka_unit_test(replies_to_sender),
 		cmocka_unit_test(bundles),
+		cmocka_unit_test(arp_spoof),
+		cmocka_unit_test(result_too_big),
+		cmocka_unit_test(final_counters),
+		cmocka_unit_test(admission),
 	};
 	int rc;
 
