@@ -173,8 +173,9 @@ static json_t *
 do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 {
 	struct tallyd_job t = { 0 }, *j;
-	char token[TALLY_RDV_TOKEN_HEX + 1];
+	char token[TALLY_RDV_TOKEN_HEX + 1], why[256];
 	json_t *o;
+	int ret;
 
 	/* Narrow i4 sums hold 7 ranks of -1..+1 (q4: of -1..+1 levels). */
 	if (r->narrow && r->world > 7 && (strncmp(r->codec, "q4", 2) == 0 ||
@@ -193,6 +194,8 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	t.idle_timeout_s = r->has_idle_timeout ? r->idle_timeout_s :
 		d->conf.idle_timeout_s;
 	strcpy(t.codec, r->codec);
+	if ((ret = tallyd_limits_check(d, &t, true, why, sizeof(why))) != 0)
+		return err_reply(-ret, "%s", why);
 	j = tallyd_job_create(d, &t, token);
 	if (j == NULL && errno == EEXIST)
 		return err_reply(EEXIST, "job '%s' exists", r->name);

@@ -50,6 +50,8 @@ job_add_req(const struct tallyd_job *j)
 		"job_add", "id", j->id, "token", tok, "world", j->world,
 		"window", j->window, "max_elems", j->max_elems, "narrow",
 		j->narrow, "members", members);
+	if (o != NULL)
+		tallyd_limits_job_add(j, o);
 	if (o != NULL && j->group_ip != 0) {
 		struct in_addr a = { .s_addr = htonl(j->group_ip) };
 

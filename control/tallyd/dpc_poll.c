@@ -222,6 +222,7 @@ on_ping(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
 	(void)arg;
 	if (err != 0)
 		return done(d);
+	tallyd_limits_from_ping(d, r);
 	bad = tallyd_dpc_set_endpoint(d, r) != 0;
 	if (bad && !p->bad_ping)
 		tallyd_log("tally-dp's ping reply has no usable address and "

@@ -33,6 +33,7 @@ const char *const tallyd_jf_names[TALLYD_JF_MAX_] = {
 	[TALLYD_JF_MALFORMED] = "malformed",
 	[TALLYD_JF_DRAINING] = "draining",
 	[TALLYD_JF_DP_DOWN] = "dp_down",
+	[TALLYD_JF_LIMITS] = "limits",
 };
 
 int64_t

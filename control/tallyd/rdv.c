@@ -331,6 +331,8 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 {
 	struct tally_rdv_msg p = { .op = TALLY_RDV_PARAMS };
 	struct tallyd_job *j = tallyd_job_find(d, m->job);
+	char why[256];
+	int err;
 
 	if (j == NULL)
 		return conn_fail(d, c, ENOENT, TALLYD_JF_UNKNOWN_JOB,
@@ -341,6 +343,8 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	if (j->draining)
 		return conn_fail(d, c, ECANCELED, TALLYD_JF_DRAINING,
 			"job '%s' is being deleted", m->job);
+	if ((err = tallyd_limits_check(d, j, false, why, sizeof(why))) != 0)
+		return conn_fail(d, c, -err, TALLYD_JF_LIMITS, "%s", why);
 	if (m->world != j->world)
 		return conn_fail(d, c, EINVAL, TALLYD_JF_WORLD_MISMATCH,
 			"world size %u does not match job '%s' (world %u)",

@@ -26,6 +26,7 @@
 #include "tally/codec.h"
 #include "tally/proto.h"
 #include "rdv/msg.h"
+#include "limits.h"
 
 /* The configuration file's keys (docs/control.md). */
 struct tallyd_conf {
@@ -164,6 +165,7 @@ enum tallyd_join_fail {
 	TALLYD_JF_MALFORMED,
 	TALLYD_JF_DRAINING,
 	TALLYD_JF_DP_DOWN,
+	TALLYD_JF_LIMITS,	/* the job no longer fits tally-dp's limits */
 	TALLYD_JF_MAX_,
 };
 
@@ -195,6 +197,7 @@ struct tallyd {
 
 	struct tallyd_dpc *dpc;		/* tally-dp's admin socket */
 	json_t *dp_stats;		/* its last "stats", or NULL */
+	struct tallyd_dp_limits dp_limits; /* its last ping's (limits.c) */
 
 	int ctl_fd;			/* control socket listener */
 	struct tallyd_ctl_client *ctl_clients;

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tallyd's view of what tally-dp can serve: the limits of its last ping
+ * (MTU, memory budget and per-job cap, max_jobs), and the check of a job
+ * against them with the formulas tally-dp itself applies
+ * (<tally/limits.h>), so that `job create` and a join are refused with a
+ * sentence instead of failing later inside tally-dp.
+ */
+#ifndef TALLYD_LIMITS_H
+#define TALLYD_LIMITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct tallyd;
+struct tallyd_job;
+
+/* What tally-dp's last ping said; known is false before any. */
+struct tallyd_dp_limits {
+	bool known;
+	unsigned int mtu;		/* the port's L3 MTU; 0: not said */
+	unsigned int max_jobs;
+	uint64_t mem_budget;		/* bytes; 0: not said or no limit */
+	uint64_t max_job_mem;		/* bytes; 0: not said or no limit */
+};
+
+/* Takes the limits from a ping reply (borrowed); keys it lacks stay 0. */
+void tallyd_limits_from_ping(struct tallyd *d, json_t *ping);
+
+/* The encodings (TALLY_ENC_BIT mask) j's codec sends at full length. */
+unsigned int tallyd_limits_encs(const struct tallyd_job *j);
+
+/*
+ * Whether tally-dp, as its last ping described it, can serve job j:
+ * its memory against the per-job cap, its largest packet against the
+ * MTU, and with others (job create) the memory of all tallyd's jobs
+ * with j against the budget. Returns 0 (also while the limits are not
+ * known), -E2BIG, -EMSGSIZE or -ENOMEM with a sentence in why.
+ */
+int tallyd_limits_check(const struct tallyd *d, const struct tallyd_job *j,
+	bool others, char *why, size_t wlen);
+
+/* Adds j's "encodings" to a job_add request (borrowed). */
+void tallyd_limits_job_add(const struct tallyd_job *j, json_t *req);
+
+#endif /* TALLYD_LIMITS_H */
