@@ -147,20 +147,20 @@ tel_job(const char *cmd, const char *params, struct rte_tel_data *d)
 	return ret;
 }
 
+/* DPDK takes help texts of at most 63 characters. */
 int
 tally_dp_telemetry_init(struct tally_dp *dp)
 {
 	the_dp = dp;
 	if (rte_telemetry_register_cmd("/tally/stats", tel_stats,
-			"Counters of tally-dp, summed or of one worker. "
-			"Parameters: int worker index (optional)") != 0 ||
+			"tally-dp's counters. Parameter: worker index (optional)")
+			!= 0 ||
 			rte_telemetry_register_cmd("/tally/jobs", tel_jobs,
-			"A page of the jobs tally-dp aggregates, by id. "
-			"Parameters: int id after which the page starts "
-			"(optional; 'next' of the previous page)") != 0 ||
+			"A page of jobs. Parameter: id to start after (optional)")
+			!= 0 ||
 			rte_telemetry_register_cmd("/tally/job", tel_job,
-			"One job's settings and counters. Parameters: int "
-			"job id") != 0)
+			"One job's settings and counters. Parameter: job id")
+			!= 0)
 		return -EINVAL;
 	return 0;
 }

@@ -24,6 +24,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <tally/codec.h>
+#include <tally/limits.h>
+
 #include "ctx.h"
 #include "rdv/msg.h"
 
@@ -212,6 +215,46 @@ route_source(uint32_t ip, uint16_t port, char out[INET_ADDRSTRLEN])
 	return rc;
 }
 
+/*
+ * Whether the job's largest packets (elems elements in the encodings of
+ * codec spec, results narrow or widened) fit the path MTU toward the
+ * dataplane at ip:port (host order), as the kernel knows it: tallyd
+ * checked them against tally-dp's MTU only. Returns 0 (also when the MTU
+ * cannot be read), or -EMSGSIZE with the sentence set.
+ */
+static int
+check_path_mtu(uint32_t ip, uint16_t port, const char *spec, int narrow,
+	unsigned int elems)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(ip), .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+	socklen_t len = sizeof(mtu);
+	unsigned int encs = TALLY_ENC_ALL;
+	struct tally_codec c;
+	size_t need;
+
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+			getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0)
+		mtu = 0;
+	close(fd);
+	if (spec == NULL)
+		spec = "fixp";
+	if (tally_codec_parse(spec, &c, NULL, 0) == 0)
+		encs = tally_codec_encs(c.kind);
+	need = tally_job_ip_len(encs, narrow, elems);
+	if (mtu <= 0 || need <= (size_t)mtu)
+		return 0;
+	return tally_ctx_open_fail(-EMSGSIZE, "the job's packets (%u elements, "
+		"codec %s, %s results) are %zu bytes, over the path MTU of %d "
+		"toward the dataplane: use at most %u elements a packet (the "
+		"job's max_elems) or a larger MTU on this host", elems, spec,
+		narrow ? "narrow" : "widened", need, mtu,
+		tally_job_max_elems((unsigned int)mtu, encs, narrow));
+}
+
 int
 tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
@@ -297,7 +340,8 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 		o.window = p.window;
 	if (o.elems == 0 || o.elems > p.max_elems)
 		o.elems = p.max_elems;
-	if ((rc = tally_ctx_open(&o, &ctx)) != 0)
+	rc = check_path_mtu(p.dp_ip, p.dp_port, o.codec, o.narrow, o.elems);
+	if (rc != 0 || (rc = tally_ctx_open(&o, &ctx)) != 0)
 		goto out;
 	rc = tally_transport_local(ctx->tp, &lip, &lport);
 	if (rc != 0) {

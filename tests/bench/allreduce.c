@@ -657,8 +657,8 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 
 /*
  * The ranks meet: a 1-element i32 sum, untimed, that takes no codec draw.
- * Returns 0, the allreduce's error, or -EPROTO (a->check says why) for a
- * sum that is not the world.
+ * Returns 0, or the error (a->check says why: the allreduce's own
+ * sentence, a NACK's status included, or a sum that is not the world).
  */
 static int
 barrier(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
@@ -666,7 +666,12 @@ barrier(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
 	int32_t one = 1;
 	int rc = tally_allreduce_i32(ctx, &one, 1);
 
-	if (rc == 0 && one != (int32_t)o->world) {
+	if (rc != 0) {
+		snprintf(a->check, sizeof(a->check), "barrier: %s",
+			tally_ctx_error(ctx));
+		return rc;
+	}
+	if (one != (int32_t)o->world) {
 		snprintf(a->check, sizeof(a->check), "the barrier summed %d, "
 			"not %lu", one, o->world);
 		return -EPROTO;

@@ -107,7 +107,9 @@ dp_counter() {
 
 # job_add ID TOKEN RANKS...: a job whose members are the given workers,
 # each at its address, UDP port 40000 + ID; with GROUP set, results go to
-# that multicast group on the same port; NARROW=true: narrow results.
+# that multicast group on the same port; NARROW=true: narrow results;
+# ENCODINGS='["i8"]': the encodings the workers send at full length (all
+# by default: tally-dp checks every one against its MTU).
 job_add() {
 	local id=$1 token=$2 members="" r world=0
 	shift 2
@@ -119,7 +121,7 @@ job_add() {
 	local group=""
 	[ -n "${GROUP:-}" ] &&
 		group=",\"group\":{\"ip\":\"$GROUP\",\"port\":$((40000 + id))}"
-	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"narrow\":${NARROW:-false},\"members\":[$members]$group}"
+	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"narrow\":${NARROW:-false},\"members\":[$members]$group${ENCODINGS:+,\"encodings\":$ENCODINGS}}"
 }
 
 # worker NS-INDEX ID TOKEN RANK WORLD OUT [tally-bench options]: runs one
