@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Jobs against tally-dp's limits (limits.h). The numbers are tally-dp's
- * own: its ping reports them, and <tally/limits.h> has the formulas
- * tally-dp's job_add applies, so a job tallyd accepts is one tally-dp
- * takes (unless tally-dp restarted with smaller limits since, which the
- * check at join catches).
+ * Jobs against tally-dp's limits (declared in dplimits.h, a name that
+ * does not hide <limits.h>). The numbers are tally-dp's own: its ping
+ * reports them, and <tally/limits.h> has the formulas tally-dp's job_add
+ * applies, so a job tallyd accepts is one tally-dp takes (unless
+ * tally-dp restarted with smaller limits since, which the check at join
+ * catches).
  */
 #include <errno.h>
 #include <stdarg.h>

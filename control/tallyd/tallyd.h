@@ -26,7 +26,7 @@
 #include "tally/codec.h"
 #include "tally/proto.h"
 #include "rdv/msg.h"
-#include "limits.h"
+#include "dplimits.h"
 
 /* The configuration file's keys (docs/control.md). */
 struct tallyd_conf {

@@ -6,8 +6,8 @@
  * (<tally/limits.h>), so that `job create` and a join are refused with a
  * sentence instead of failing later inside tally-dp.
  */
-#ifndef TALLYD_LIMITS_H
-#define TALLYD_LIMITS_H
+#ifndef TALLYD_DPLIMITS_H
+#define TALLYD_DPLIMITS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,4 +46,4 @@ int tallyd_limits_check(const struct tallyd *d, const struct tallyd_job *j,
 /* Adds j's "encodings" to a job_add request (borrowed). */
 void tallyd_limits_job_add(const struct tallyd_job *j, json_t *req);
 
-#endif /* TALLYD_LIMITS_H */
+#endif /* TALLYD_DPLIMITS_H */
