@@ -185,8 +185,9 @@ admin_cleanup(void)
 }
 
 /*
- * Takes the admin socket, before the port: a second tally-dp must not
- * touch the port of a running one. Exits with a sentence when it cannot.
+ * Takes the admin socket, after the checks of the command line and
+ * before the port is set up: a second tally-dp must not touch the port
+ * of a running one. Exits with a sentence when it cannot.
  */
 static int
 open_admin(const char *path)
@@ -333,7 +334,6 @@ main(int argc, char **argv)
 	dp.idle_us = (unsigned int)o.idle_us;
 	dp.max_jobs = (unsigned int)o.max_jobs;
 	set_mem_limits(&o);
-	afd = open_admin(o.admin);
 	if (rte_eth_dev_count_avail() == 0)
 		rte_exit(1, "no DPDK port: bind a NIC, or give one with "
 			"--vdev (e.g. net_af_packet0,iface=eth1)\n");
@@ -368,6 +368,7 @@ main(int argc, char **argv)
 				strstr(info.driver_name, "af_xdp") != NULL ?
 				65535 : 16383;
 	}
+	afd = open_admin(o.admin);
 	ret = tally_dp_port_init(&dp, (unsigned int)o.mbufs, (uint16_t)o.mtu);
 	if (ret != 0)
 		rte_exit(1, "port %u: %s\n", dp.port_id, strerror(-ret));
