@@ -96,7 +96,9 @@ tctl job delete wide >/dev/null
 
 # --- a NACK at tally-bench's barrier ----------------------------------------------
 # Rank 0 starts its data on slot 0 without a barrier; rank 1's barrier (1
-# element at offset 0) then finds slot 0 busy with another chunk.
+# element at offset 0) then finds slot 0 busy with another chunk. A job
+# added by hand: tallyd, which would remove it as not its own, is gone.
+tallyd_stop
 job_add 7 7777777777777777 0 1 >/dev/null
 worker 0 7 7777777777777777 0 2 "$WORK/nack.0" --type i32 --size 64K \
 	--no-barrier --timeout-ms 3000
