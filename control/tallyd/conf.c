@@ -13,7 +13,8 @@
 
 #include "tallyd.h"
 
-enum kind { K_STR, K_PATH, K_ADDR, K_ADDR_OFF, K_IP, K_UINT };
+enum kind { K_STR, K_PATH, K_PATH_OPT, K_ADDR, K_ADDR_OFF, K_IP, K_ONOFF,
+	K_UINT };
 
 struct key {
 	const char *name;
@@ -32,6 +33,13 @@ static const struct key keys[] = {
 	STR(control_socket, K_PATH),
 	STR(control_group, K_STR),
 	STR(rendezvous, K_ADDR),
+	STR(rendezvous_tls, K_ONOFF),
+	STR(rendezvous_tls_cert, K_PATH),
+	STR(rendezvous_tls_key, K_PATH),
+	STR(rendezvous_data_map, K_PATH_OPT),
+	NUM(rendezvous_max_conns, 16, 65536),
+	NUM(rendezvous_max_per_source, 1, 65536),
+	NUM(rendezvous_handshake_ms, 100, 60000),
 	STR(metrics, K_ADDR_OFF),
 	STR(state_file, K_PATH),
 	STR(dp_admin, K_PATH),
@@ -51,6 +59,12 @@ tallyd_conf_defaults(struct tallyd_conf *c)
 	memset(c, 0, sizeof(*c));
 	strcpy(c->control_socket, "/run/tally/tallyd.sock");
 	strcpy(c->rendezvous, "0.0.0.0:7470");
+	strcpy(c->rendezvous_tls, "on");
+	strcpy(c->rendezvous_tls_cert, "/etc/tally/rendezvous.crt");
+	strcpy(c->rendezvous_tls_key, "/etc/tally/rendezvous.key");
+	c->rendezvous_max_conns = 4096;
+	c->rendezvous_max_per_source = 64;
+	c->rendezvous_handshake_ms = 3000;
 	strcpy(c->metrics, "127.0.0.1:9470");
 	strcpy(c->state_file, "/var/lib/tally/state.json");
 	strcpy(c->dp_admin, "/run/tally/dp.sock");
@@ -136,6 +150,12 @@ set_value(struct tallyd_conf *c, const struct key *k, const char *v,
 		if (*v == '\0')
 			return bad(why, wlen, "'%s' must be a path", k->name);
 		break;
+	case K_ONOFF:
+		if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+			return bad(why, wlen, "'%s' must be on or off",
+				k->name);
+		break;
+	case K_PATH_OPT:
 	case K_STR:
 		break;
 	}

@@ -34,6 +34,7 @@ const char *const tallyd_jf_names[TALLYD_JF_MAX_] = {
 	[TALLYD_JF_DRAINING] = "draining",
 	[TALLYD_JF_DP_DOWN] = "dp_down",
 	[TALLYD_JF_LIMITS] = "limits",
+	[TALLYD_JF_ADDRESS] = "address_mismatch",
 };
 
 int64_t
@@ -250,6 +251,32 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 	return o;
 }
 
+/* The rendezvous' connection counters, flat keys "rdv_*" of stats. */
+static void
+rdv_stats(const struct tallyd *d, json_t *o)
+{
+	const struct tallyd_stats *s = &d->st;
+
+	json_object_set_new(o, "rdv_connections",
+		json_integer(tallyd_rdv_count(d)));
+	json_object_set_new(o, "rdv_max_connections",
+		json_integer(tallyd_rdv_cap(d)));
+	json_object_set_new(o, "rdv_refused",
+		json_integer((json_int_t)s->rdv_refused));
+	json_object_set_new(o, "rdv_evicted_per_source",
+		json_integer((json_int_t)s->rdv_evicted_per_source));
+	json_object_set_new(o, "rdv_evicted_full",
+		json_integer((json_int_t)s->rdv_evicted_full));
+	json_object_set_new(o, "rdv_evicted_fds",
+		json_integer((json_int_t)s->rdv_evicted_fds));
+	json_object_set_new(o, "rdv_fd_backoffs",
+		json_integer((json_int_t)s->rdv_fd_backoffs));
+	json_object_set_new(o, "rdv_handshake_timeouts",
+		json_integer((json_int_t)s->rdv_handshake_timeouts));
+	json_object_set_new(o, "rdv_tls_failures",
+		json_integer((json_int_t)s->rdv_tls_failures));
+}
+
 json_t *
 tallyd_stats_json(const struct tallyd *d)
 {
@@ -276,6 +303,7 @@ tallyd_stats_json(const struct tallyd *d)
 		json_integer((json_int_t)d->st.dp_mismatches));
 	json_object_set_new(o, "dp_stale_removed",
 		json_integer((json_int_t)d->st.dp_stale_removed));
+	rdv_stats(d, o);
 	return o;
 }
 

@@ -27,7 +27,6 @@
 #include "metrics.h"
 
 #define DEFAULT_CONF	"/etc/tally/tallyd.conf"
-#define MAX_POLL	1200
 
 static void
 usage(FILE *f)
@@ -92,12 +91,22 @@ sigfd_open(void)
 	return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
+/*
+ * The poll loop. Its pollfd array holds the four listeners and timers'
+ * fds, the control clients (at most 64), every rendezvous connection (at
+ * most its cap) and tally-dp's admin socket.
+ */
 static void
 run(struct tallyd *d, int sfd)
 {
-	struct pollfd p[MAX_POLL];
+	unsigned int max_poll = 4 + 64 + tallyd_rdv_cap(d) + 1;
+	struct pollfd *p = calloc(max_poll, sizeof(*p));
 	int64_t next_poll = 0;
 
+	if (p == NULL) {
+		tallyd_log("poll array: %s", strerror(errno));
+		return;
+	}
 	while (!d->stop) {
 		unsigned int n = 0, nctl, nrdv, i, idp;
 		int64_t now = tallyd_now_ms(), wait, dpw;
@@ -122,7 +131,8 @@ run(struct tallyd *d, int sfd)
 
 		p[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 		p[n++] = (struct pollfd){ .fd = d->ctl_fd, .events = POLLIN };
-		p[n++] = (struct pollfd){ .fd = d->rdv_fd, .events = POLLIN };
+		p[n++] = (struct pollfd){ .fd = tallyd_rdv_listen_fd(d, now),
+			.events = POLLIN };
 		p[n++] = (struct pollfd){ .fd = d->http != NULL ?
 			tallyd_http_fd(d->http) : -1, .events = POLLIN };
 		if (d->http != NULL) {
@@ -131,9 +141,9 @@ run(struct tallyd *d, int sfd)
 			if (t >= 0 && t < wait)
 				wait = t;
 		}
-		nctl = tallyd_ctl_pollfds(d, p + n, MAX_POLL - n);
+		nctl = tallyd_ctl_pollfds(d, p + n, max_poll - n);
 		n += nctl;
-		nrdv = tallyd_rdv_pollfds(d, p + n, MAX_POLL - n - 1);
+		nrdv = tallyd_rdv_pollfds(d, p + n, max_poll - n - 1);
 		n += nrdv;
 		idp = n;
 		tallyd_dpc_pollfd(d, &p[n++]);
@@ -168,6 +178,7 @@ run(struct tallyd *d, int sfd)
 		if (p[idp].revents)
 			tallyd_dpc_event(d, p[idp].revents);
 	}
+	free(p);
 }
 
 int
@@ -271,11 +282,11 @@ main(int argc, char **argv)
 		status = 1;
 		goto out_sfd;
 	}
-	if ((ret = tallyd_rdv_listen(&d)) != 0) {
+	if ((ret = tallyd_rdv_listen(&d, why, sizeof(why))) != 0) {
 		fprintf(stderr, "tallyd: rendezvous %s: %s\n",
-			d.conf.rendezvous, strerror(-ret));
+			d.conf.rendezvous, why);
 		status = 1;
-		goto out_ctl;
+		goto out_rdv;
 	}
 	if (strcmp(d.conf.metrics, "off") != 0) {
 		d.http = tallyd_http_start(d.conf.metrics, render_metrics, &d);
@@ -286,16 +297,16 @@ main(int argc, char **argv)
 			goto out_rdv;
 		}
 	}
-	tallyd_log("%s: %u jobs restored; control %s, rendezvous %s, "
-		"metrics %s, tally-dp %s", TALLY_VERSION, d.njobs,
-		d.conf.control_socket, d.conf.rendezvous, d.conf.metrics,
-		d.conf.dp_admin);
+	tallyd_log("%s: %u jobs restored; control %s, rendezvous %s (TLS %s, "
+		"at most %u connections), metrics %s, tally-dp %s",
+		TALLY_VERSION, d.njobs, d.conf.control_socket,
+		d.conf.rendezvous, d.conf.rendezvous_tls, tallyd_rdv_cap(&d),
+		d.conf.metrics, d.conf.dp_admin);
 	run(&d, sfd);
 	tallyd_state_save(&d);
 	tallyd_http_stop(d.http);
 out_rdv:
 	tallyd_rdv_close_all(&d);
-out_ctl:
 	tallyd_ctl_close_all(&d);
 out_sfd:
 	close(sfd);

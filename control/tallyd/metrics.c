@@ -256,6 +256,46 @@ unconst(const json_t *v)
 	return (json_t *)(uintptr_t)v;
 }
 
+/* The rendezvous' connections, from the "rdv_*" keys of tallyd's stats. */
+static void
+render_rdv(struct render *r, const json_t *t)
+{
+	static const char *const evicted[] = { "per_source", "full", "fds" };
+	struct family f;
+	char key[64];
+
+	scalar(r, t, "rdv_connections", FAMILY("tallyd_rdv_connections",
+		"gauge", "Rendezvous connections open."));
+	scalar(r, t, "rdv_max_connections", FAMILY(
+		"tallyd_rdv_max_connections", "gauge",
+		"The most rendezvous connections tallyd holds at once."));
+	scalar(r, t, "rdv_refused", FAMILY("tallyd_rdv_refused_total",
+		"counter", "Rendezvous connections closed at once: every "
+		"connection held was a job's rank."));
+	f = FAMILY("tallyd_rdv_evicted_total", "counter",
+		"Rendezvous connections closed before they presented a "
+		"token, to make room, by reason.");
+	for (size_t i = 0; i < sizeof(evicted) / sizeof(evicted[0]); i++) {
+		snprintf(key, sizeof(key), "rdv_evicted_%s", evicted[i]);
+		if (sample_json(r, &f, json_object_get(t, key))) {
+			label(r, "reason", evicted[i]);
+			sample_end(r);
+		}
+	}
+	scalar(r, t, "rdv_fd_backoffs", FAMILY(
+		"tallyd_rdv_fd_backoffs_total", "counter",
+		"Times the rendezvous stopped accepting for a while: no file "
+		"descriptor left and none to free."));
+	scalar(r, t, "rdv_handshake_timeouts", FAMILY(
+		"tallyd_rdv_handshake_timeouts_total", "counter",
+		"Rendezvous connections closed for no TLS handshake or join "
+		"within rendezvous_handshake_ms."));
+	scalar(r, t, "rdv_tls_failures", FAMILY(
+		"tallyd_rdv_tls_failures_total", "counter",
+		"Failed TLS handshakes on the rendezvous, and joins sent "
+		"without TLS."));
+}
+
 /* tallyd's own families, from the stats reply's "tallyd" object. */
 static void
 render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
@@ -327,6 +367,7 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 	scalar(r, t, "dp_stale_removed", FAMILY(
 		"tallyd_dp_stale_removed_total", "counter",
 		"Jobs removed from tally-dp that tallyd does not own."));
+	render_rdv(r, t);
 }
 
 /* A job counter's key and the family it becomes. */

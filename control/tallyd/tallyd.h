@@ -10,7 +10,9 @@
  * the state file; dpc*.c talk to tally-dp without ever waiting on it
  * (dpc.c the request queue, dpc_ops.c memberships, dpc_poll.c the poll
  * and reconciliation, dpc_match.c job entries and counters); rdv.c runs
- * the rendezvous; ctl.c serves tallyctl; main.c wires them together.
+ * the rendezvous protocol and rdv_conn.c its connections (TLS in tls.c,
+ * caps per source in srcs.c, the data address map in addrmap.c); ctl.c
+ * serves tallyctl; main.c wires them together.
  */
 #ifndef TALLYD_TALLYD_H
 #define TALLYD_TALLYD_H
@@ -33,6 +35,13 @@ struct tallyd_conf {
 	char control_socket[108];
 	char control_group[64];		/* "" = leave the group alone */
 	char rendezvous[64];		/* "IP:PORT" */
+	char rendezvous_tls[4];		/* "on" or "off" (unsafe) */
+	char rendezvous_tls_cert[256];	/* PEM chain, tallyd's first */
+	char rendezvous_tls_key[256];	/* PEM private key */
+	char rendezvous_data_map[256];	/* "" = none: member = peer */
+	unsigned int rendezvous_max_conns;
+	unsigned int rendezvous_max_per_source;	/* unauthenticated */
+	unsigned int rendezvous_handshake_ms;	/* TLS + join deadline */
 	char metrics[64];		/* "IP:PORT" or "off" */
 	char state_file[256];
 	char dp_admin[108];
@@ -83,6 +92,7 @@ struct tallyd_member {
 	uint16_t port;
 };
 
+struct tallyd_rdv;
 struct tallyd_rdv_conn;
 struct tallyd_ctl_client;
 
@@ -166,6 +176,7 @@ enum tallyd_join_fail {
 	TALLYD_JF_DRAINING,
 	TALLYD_JF_DP_DOWN,
 	TALLYD_JF_LIMITS,	/* the job no longer fits tally-dp's limits */
+	TALLYD_JF_ADDRESS,	/* member address is not the peer's */
 	TALLYD_JF_MAX_,
 };
 
@@ -182,6 +193,15 @@ struct tallyd_stats {
 	uint64_t dp_timeouts;	/* of those, the ones past their deadline */
 	uint64_t dp_mismatches;	/* jobs programmed again: tally-dp's differed */
 	uint64_t dp_stale_removed; /* jobs removed from tally-dp: not tallyd's */
+
+	/* Rendezvous connections closed before they presented a token. */
+	uint64_t rdv_refused;	/* at once: the table was full of joined ones */
+	uint64_t rdv_evicted_per_source; /* oldest of a source at its cap */
+	uint64_t rdv_evicted_full;	/* oldest of all, the table full */
+	uint64_t rdv_evicted_fds;	/* to free descriptors (EMFILE) */
+	uint64_t rdv_fd_backoffs;	/* listener rested: no descriptors */
+	uint64_t rdv_handshake_timeouts;	/* no join in handshake_ms */
+	uint64_t rdv_tls_failures;	/* failed handshakes, cleartext joins */
 };
 
 struct tallyd_dpc;
@@ -202,8 +222,7 @@ struct tallyd {
 	int ctl_fd;			/* control socket listener */
 	struct tallyd_ctl_client *ctl_clients;
 	int rdv_fd;			/* rendezvous listener */
-	struct tallyd_rdv_conn *rdv_conns;
-	unsigned int nrdv;
+	struct tallyd_rdv *rdv;		/* its connections (rdv.h) */
 	struct tallyd_http *http;	/* NULL: metrics off */
 
 	bool state_dirty;		/* save at the end of this loop turn */
@@ -314,14 +333,28 @@ void tallyd_dpc_poll(struct tallyd *d);
 int tallyd_dpc_entry_differs(const struct tallyd_job *j, json_t *entry,
 	char *what, size_t wlen);
 
-/* rdv.c */
-int tallyd_rdv_listen(struct tallyd *d);
+/* rdv_conn.c: the rendezvous' connections. */
+
+/*
+ * Opens the rendezvous: loads the TLS certificate and key (unless
+ * rendezvous_tls is off) and the data address map, fits the connection
+ * cap to the open-file limit (raising the soft limit when it can), and
+ * listens. Returns 0, or -errno with the reason in why.
+ */
+int tallyd_rdv_listen(struct tallyd *d, char *why, size_t wlen);
 void tallyd_rdv_close_all(struct tallyd *d);
+/* The listener to poll now; -1 while it rests (out of descriptors). */
+int tallyd_rdv_listen_fd(const struct tallyd *d, int64_t now);
+/* Connections open now, and the most that may be. */
+unsigned int tallyd_rdv_count(const struct tallyd *d);
+unsigned int tallyd_rdv_cap(const struct tallyd *d);
 /* Fills pollfds for the connections; returns how many. */
 unsigned int tallyd_rdv_pollfds(struct tallyd *d, struct pollfd *p,
 	unsigned int max);
 void tallyd_rdv_accept(struct tallyd *d);
 void tallyd_rdv_event(struct tallyd *d, int fd, short revents);
+
+/* rdv.c: the rendezvous protocol and the join barrier. */
 /* Completes barriers that waited for tally-dp to come back. */
 void tallyd_rdv_retry(struct tallyd *d);
 /* dpc_ops.c's answer to a barrier's tallyd_dpc_program(). */

@@ -4,12 +4,13 @@
  * "Rendezvous protocol") and gets a context, instead of being told the
  * dataplane, job id and wire token by hand as tally_ctx_open() wants.
  *
- * It connects to tallyd over TCP, sends "join", learns the dataplane's
- * address and the job's limits from "params", opens the context's UDP
- * socket toward the dataplane, reports that socket's source address in
- * "member", and waits at the join barrier for "ready" with the wire
- * token. Every step has a deadline; tallyd's refusals come back as
- * distinct errnos with tallyd's sentence in tally_ctx_error(NULL).
+ * It connects to tallyd over TCP, in TLS (chan.c) unless told otherwise,
+ * sends "join", learns the dataplane's address and the job's limits from
+ * "params", opens the context's UDP socket toward the dataplane, reports
+ * that socket's source address in "member", and waits at the join
+ * barrier for "ready" with the wire token. Every step has a deadline;
+ * tallyd's refusals come back as distinct errnos with tallyd's sentence
+ * in tally_ctx_error(NULL).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -27,29 +28,34 @@
 #include <tally/codec.h>
 #include <tally/limits.h>
 
+#include "chan.h"
 #include "ctx.h"
 #include "rdv/msg.h"
 
 #define DEFAULT_JOIN_MS	120000
 #define URL_PREFIX	"tally://"
+#define URL_MAX		1024
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
+#define now_ms tally_chan_now_ms
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+/* Where and how to reach tallyd: the URL's parts. */
+struct url {
+	char host[256];
+	char port[8];
+	char job[TALLY_RDV_NAME_MAX + 1];
+	char ca[URL_MAX];	/* ?ca=FILE; "" = none given */
+	int tls;		/* ?tls=off: 0; else 1 */
+};
 
-/* "tally://HOST[:PORT]/JOB" into its parts. */
+/* "tally://HOST[:PORT]/JOB" (in buf) into its parts. */
 static int
-parse_url(const char *url, char host[256], char port[8], char job[64])
+parse_hostjob(const char *url, char host[256], char port[8],
+	char job[TALLY_RDV_NAME_MAX + 1])
 {
 	const char *h, *slash, *colon;
 	size_t hl;
 
-	if (url == NULL || strncmp(url, URL_PREFIX, strlen(URL_PREFIX)) != 0)
+	if (strncmp(url, URL_PREFIX, strlen(URL_PREFIX)) != 0)
 		return -EINVAL;
 	h = url + strlen(URL_PREFIX);
 	slash = strchr(h, '/');
@@ -75,6 +81,50 @@ parse_url(const char *url, char host[256], char port[8], char job[64])
 	}
 	strcpy(job, slash + 1);
 	return 0;
+}
+
+/* The query "KEY=VALUE[&KEY=VALUE]..." (keys ca and tls) into u. */
+static int
+parse_query(char *q, struct url *u)
+{
+	char *save = NULL, *kv;
+
+	for (kv = strtok_r(q, "&", &save); kv != NULL;
+			kv = strtok_r(NULL, "&", &save)) {
+		char *eq = strchr(kv, '=');
+
+		if (eq == NULL || eq[1] == '\0')
+			return -EINVAL;
+		*eq = '\0';
+		if (strcmp(kv, "ca") == 0)
+			strcpy(u->ca, eq + 1);
+		else if (strcmp(kv, "tls") == 0 && strcmp(eq + 1, "on") == 0)
+			u->tls = 1;
+		else if (strcmp(kv, "tls") == 0 && strcmp(eq + 1, "off") == 0)
+			u->tls = 0;
+		else
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]" into its parts. */
+static int
+parse_url(const char *url, struct url *u)
+{
+	char buf[URL_MAX], *q;
+
+	if (url == NULL || strlen(url) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, url);
+	u->ca[0] = '\0';
+	u->tls = 1;
+	if ((q = strchr(buf, '?')) != NULL) {
+		*q++ = '\0';
+		if (parse_query(q, u) != 0)
+			return -EINVAL;
+	}
+	return parse_hostjob(buf, u->host, u->port, u->job);
 }
 
 /* Connects to host:port before deadline; returns the fd or -errno. */
@@ -127,59 +177,33 @@ tcp_connect(const char *host, const char *port, int64_t deadline)
 	return fd;
 }
 
-/* Reads exactly n bytes before deadline. */
 static int
-read_full(int fd, void *buf, size_t n, int64_t deadline)
-{
-	uint8_t *p = buf;
-
-	while (n > 0) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - now_ms();
-		ssize_t r;
-
-		if (left <= 0 || poll(&pf, 1, (int)left) == 0)
-			return -ETIMEDOUT;
-		r = recv(fd, p, n, MSG_DONTWAIT);
-		if (r == 0)
-			return -ECONNRESET;
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static int
-send_msg(int fd, const struct tally_rdv_msg *m)
+send_msg(struct tally_chan *ch, const struct tally_rdv_msg *m,
+	int64_t deadline)
 {
 	uint8_t buf[4 + TALLY_RDV_MAX_MSG];
 	int n = tally_rdv_format(m, buf, sizeof(buf));
 
 	if (n < 0)
 		return n;
-	if (send(fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
-		return -errno;
-	return 0;
+	return tally_chan_send(ch, buf, (size_t)n, deadline);
 }
 
 /* Receives one message; tallyd's "error" becomes -its errno. */
 static int
-recv_msg(int fd, struct tally_rdv_msg *m, int64_t deadline, const char *what)
+recv_msg(struct tally_chan *ch, struct tally_rdv_msg *m, int64_t deadline,
+	const char *what)
 {
 	uint8_t pre[4], body[TALLY_RDV_MAX_MSG];
 	char why[160];
-	size_t len;
+	size_t len = 0;
 	int rc;
 
-	rc = read_full(fd, pre, 4, deadline);
+	rc = tally_chan_recv(ch, pre, 4, deadline);
 	if (rc == 0) {
 		len = tally_rdv_frame_len(pre);
-		rc = len == 0 ? -EPROTO : read_full(fd, body, len, deadline);
+		rc = len == 0 ? -EPROTO : tally_chan_recv(ch, body, len,
+			deadline);
 	}
 	if (rc == -ETIMEDOUT)
 		return tally_ctx_open_fail(rc, "tallyd sent no %s in time",
@@ -255,110 +279,110 @@ check_path_mtu(uint32_t ip, uint16_t port, const char *spec, int narrow,
 		tally_job_max_elems((unsigned int)mtu, encs, narrow));
 }
 
-int
-tally_open_opts(const char *url, const char *token, unsigned int rank,
-	unsigned int world, const struct tally_ctx_opts *base,
-	struct tally_ctx **out)
+/*
+ * Connects to tallyd and sets up the channel: TLS unless the URL's
+ * tls=off or TALLY_TLS=off asks for cleartext; tallyd's certificate
+ * checked against opts' ca_file, else the URL's ca=, else TALLY_CA, else
+ * the system's trust store.
+ */
+static int
+open_chan(const struct url *u, const struct tally_ctx_opts *o,
+	int64_t deadline, struct tally_chan **ch)
 {
-	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN }, p, m;
-	struct tally_ctx_opts o = { 0 };
-	char host[256], port[8], dp_ip[INET_ADDRSTRLEN];
-	char src[INET_ADDRSTRLEN], group[INET_ADDRSTRLEN];
-	struct tally_ctx *ctx = NULL;
-	int64_t deadline;
-	uint32_t lip;
-	uint16_t lport;
-	struct in_addr a;
-	int fd, rc;
+	const char *env_tls = getenv("TALLY_TLS");
+	const char *ca = o->ca_file;
+	int fd, tls = u->tls;
 
-	tally_ctx_open_fail(0, "%s", "");
-	if (out == NULL)
-		return tally_ctx_open_fail(-EINVAL, "tally_open: out is NULL");
-	*out = NULL;
-	if (base != NULL)
-		o = *base;
-	if (parse_url(url, host, port, join.job) != 0)
-		return tally_ctx_open_fail(-EINVAL, "'%s' is not "
-			"tally://HOST[:PORT]/JOB", url != NULL ? url : "(null)");
-	if (token == NULL || !tally_rdv_token_ok(token))
-		return tally_ctx_open_fail(-EINVAL, "a job token is %d hex "
-			"digits", TALLY_RDV_TOKEN_HEX);
-	if (world < 1 || world > TALLY_MAX_WORKERS || rank >= world)
-		return tally_ctx_open_fail(-EINVAL, "rank %u / world %u: "
-			"need rank < world <= %u", rank, world,
-			TALLY_MAX_WORKERS);
-	strcpy(join.token, token);
-	join.rank = rank;
-	join.world = world;
-	deadline = now_ms() + (o.join_timeout_ms != 0 ? o.join_timeout_ms :
-		DEFAULT_JOIN_MS);
-
-	fd = tcp_connect(host, port, deadline);
+	if (env_tls != NULL && env_tls[0] != '\0') {
+		if (strcmp(env_tls, "off") != 0 && strcmp(env_tls, "on") != 0)
+			return tally_ctx_open_fail(-EINVAL, "TALLY_TLS='%s': "
+				"on or off", env_tls);
+		if (strcmp(env_tls, "off") == 0)
+			tls = 0;
+	}
+	if (ca == NULL && u->ca[0] != '\0')
+		ca = u->ca;
+	if (ca == NULL && getenv("TALLY_CA") != NULL &&
+			getenv("TALLY_CA")[0] != '\0')
+		ca = getenv("TALLY_CA");
+	fd = tcp_connect(u->host, u->port, deadline);
 	if (fd < 0)
 		return fd;
-	rc = send_msg(fd, &join);
-	if (rc != 0) {
-		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
-			strerror(-rc));
-		goto out;
-	}
-	if ((rc = recv_msg(fd, &p, deadline, "params")) != 0)
-		goto out;
-	if (p.op != TALLY_RDV_PARAMS) {
-		rc = tally_ctx_open_fail(-EPROTO, "tallyd answered the join "
-			"out of order");
-		goto out;
-	}
+	return tally_chan_open(fd, u->host, tls, ca, deadline, ch);
+}
 
-	/* The context, toward the dataplane tallyd named. */
-	a.s_addr = htonl(p.dp_ip);
-	inet_ntop(AF_INET, &a, dp_ip, sizeof(dp_ip));
-	rc = route_source(p.dp_ip, p.dp_port, src);
-	if (rc != 0) {
-		tally_ctx_open_fail(rc, "no route to the dataplane %s: %s",
-			dp_ip, strerror(-rc));
-		goto out;
+/* Options of the context toward the dataplane that params names. */
+static int
+ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
+	unsigned int rank, unsigned int world, char dp_ip[INET_ADDRSTRLEN],
+	char src[INET_ADDRSTRLEN], char group[INET_ADDRSTRLEN])
+{
+	struct in_addr a = { .s_addr = htonl(p->dp_ip) };
+	int rc;
+
+	inet_ntop(AF_INET, &a, dp_ip, INET_ADDRSTRLEN);
+	rc = route_source(p->dp_ip, p->dp_port, src);
+	if (rc != 0)
+		return tally_ctx_open_fail(rc, "no route to the dataplane "
+			"%s: %s", dp_ip, strerror(-rc));
+	o->dp_addr = dp_ip;
+	o->dp_port = p->dp_port;
+	o->dp_nports = p->dp_nports;
+	o->bind_addr = o->bind_addr != NULL ? o->bind_addr : src;
+	o->group_addr = NULL;
+	if (p->group_ip != 0) {
+		a.s_addr = htonl(p->group_ip);
+		inet_ntop(AF_INET, &a, group, INET_ADDRSTRLEN);
+		o->group_addr = group;
+		o->bind_port = p->group_port;
 	}
-	o.dp_addr = dp_ip;
-	o.dp_port = p.dp_port;
-	o.dp_nports = p.dp_nports;
-	o.bind_addr = o.bind_addr != NULL ? o.bind_addr : src;
-	o.group_addr = NULL;
-	if (p.group_ip != 0) {
-		a.s_addr = htonl(p.group_ip);
-		inet_ntop(AF_INET, &a, group, sizeof(group));
-		o.group_addr = group;
-		o.bind_port = p.group_port;
-	}
-	o.job = p.job_id;
-	o.narrow = p.narrow;
-	o.codec = p.codec[0] != '\0' ? p.codec : NULL;
-	o.token = 0;		/* the wire token comes with "ready" */
-	o.rank = (uint8_t)rank;
-	o.world = (uint8_t)world;
-	if (o.window == 0 || o.window > p.window)
-		o.window = p.window;
-	if (o.elems == 0 || o.elems > p.max_elems)
-		o.elems = p.max_elems;
-	rc = check_path_mtu(p.dp_ip, p.dp_port, o.codec, o.narrow, o.elems);
-	if (rc != 0 || (rc = tally_ctx_open(&o, &ctx)) != 0)
-		goto out;
+	o->job = p->job_id;
+	o->narrow = p->narrow;
+	o->codec = p->codec[0] != '\0' ? p->codec : NULL;
+	o->token = 0;		/* the wire token comes with "ready" */
+	o->rank = (uint8_t)rank;
+	o->world = (uint8_t)world;
+	if (o->window == 0 || o->window > p->window)
+		o->window = p->window;
+	if (o->elems == 0 || o->elems > p->max_elems)
+		o->elems = p->max_elems;
+	return 0;
+}
+
+/* After params: the context, the member message, the barrier. */
+static int
+join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
+	struct tally_ctx_opts *o, unsigned int rank, unsigned int world,
+	int64_t deadline, struct tally_ctx **out)
+{
+	char dp_ip[INET_ADDRSTRLEN], src[INET_ADDRSTRLEN];
+	char group[INET_ADDRSTRLEN];
+	struct tally_ctx *ctx = NULL;
+	struct tally_rdv_msg m;
+	uint32_t lip;
+	uint16_t lport;
+	int rc;
+
+	if ((rc = ctx_from_params(p, o, rank, world, dp_ip, src, group)) != 0 ||
+			(rc = check_path_mtu(p->dp_ip, p->dp_port, o->codec,
+				o->narrow, o->elems)) != 0 ||
+			(rc = tally_ctx_open(o, &ctx)) != 0)
+		return rc;
 	rc = tally_transport_local(ctx->tp, &lip, &lport);
 	if (rc != 0) {
 		tally_ctx_open_fail(rc, "local address: %s", strerror(-rc));
 		goto out;
 	}
 	m = (struct tally_rdv_msg){ .op = TALLY_RDV_MEMBER,
-		.ip = lip != 0 ? ntohl(lip) : ntohl(inet_addr(o.bind_addr)),
+		.ip = lip != 0 ? ntohl(lip) : ntohl(inet_addr(o->bind_addr)),
 		.port = ntohs(lport) };
-	rc = send_msg(fd, &m);
-	if (rc != 0) {
+	if ((rc = send_msg(ch, &m, deadline)) != 0) {
 		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
 			strerror(-rc));
 		goto out;
 	}
 	/* The join barrier: every rank of the world must get here. */
-	if ((rc = recv_msg(fd, &m, deadline, "ready (the join barrier)")) != 0)
+	if ((rc = recv_msg(ch, &m, deadline, "ready (the join barrier)")) != 0)
 		goto out;
 	if (m.op != TALLY_RDV_READY) {
 		rc = tally_ctx_open_fail(-EPROTO, "tallyd answered the member "
@@ -370,7 +394,59 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 	ctx = NULL;
 out:
 	tally_ctx_close(ctx);
-	close(fd);
+	return rc;
+}
+
+int
+tally_open_opts(const char *url, const char *token, unsigned int rank,
+	unsigned int world, const struct tally_ctx_opts *base,
+	struct tally_ctx **out)
+{
+	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN }, p;
+	struct tally_ctx_opts o = { 0 };
+	struct tally_chan *ch = NULL;
+	struct url u;
+	int64_t deadline;
+	int rc;
+
+	tally_ctx_open_fail(0, "%s", "");
+	if (out == NULL)
+		return tally_ctx_open_fail(-EINVAL, "tally_open: out is NULL");
+	*out = NULL;
+	if (base != NULL)
+		o = *base;
+	if (parse_url(url, &u) != 0)
+		return tally_ctx_open_fail(-EINVAL, "'%s' is not "
+			"tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]",
+			url != NULL ? url : "(null)");
+	if (token == NULL || !tally_rdv_token_ok(token))
+		return tally_ctx_open_fail(-EINVAL, "a job token is %d hex "
+			"digits", TALLY_RDV_TOKEN_HEX);
+	if (world < 1 || world > TALLY_MAX_WORKERS || rank >= world)
+		return tally_ctx_open_fail(-EINVAL, "rank %u / world %u: "
+			"need rank < world <= %u", rank, world,
+			TALLY_MAX_WORKERS);
+	strcpy(join.job, u.job);
+	strcpy(join.token, token);
+	join.rank = rank;
+	join.world = world;
+	deadline = now_ms() + (o.join_timeout_ms != 0 ? o.join_timeout_ms :
+		DEFAULT_JOIN_MS);
+
+	if ((rc = open_chan(&u, &o, deadline, &ch)) != 0)
+		return rc;
+	if ((rc = send_msg(ch, &join, deadline)) != 0) {
+		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
+			strerror(-rc));
+	} else if ((rc = recv_msg(ch, &p, deadline, "params")) == 0) {
+		if (p.op != TALLY_RDV_PARAMS)
+			rc = tally_ctx_open_fail(-EPROTO, "tallyd answered "
+				"the join out of order");
+		else
+			rc = join_rest(ch, &p, &o, rank, world, deadline, out);
+	}
+	explicit_bzero(join.token, sizeof(join.token));
+	tally_chan_close(ch);
 	return rc;
 }
 

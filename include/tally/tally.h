@@ -82,6 +82,11 @@ struct tally_ctx_opts {
 	unsigned int join_timeout_ms; /* tally_open_opts() only: the longest
 				 * the whole rendezvous may take (tallyd's
 				 * join barrier included), 0 = 120000 */
+	const char *ca_file;	/* tally_open_opts() only: PEM file of the
+				 * CA(s) that vouch for tallyd's TLS
+				 * certificate; NULL = the URL's ca=, else
+				 * $TALLY_CA, else the system's trust
+				 * store */
 };
 
 /*
@@ -98,20 +103,32 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
 
 /*
  * Joins a job through tallyd and opens a context for it: url is
- * "tally://HOST[:PORT]/JOB" (port 7470 by default), token the job's 64
- * hex digits from `tallyctl job create`, rank and world this worker's
- * place. Blocks at tallyd's join barrier until every rank of the world
- * has joined. Writes the context to *out and returns 0, or writes NULL
- * and returns, with tallyd's sentence in tally_ctx_error(NULL):
+ * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]" (port 7470 by
+ * default), token the job's 64 hex digits from `tallyctl job create`,
+ * rank and world this worker's place. The rendezvous runs in TLS: tallyd's
+ * certificate must be signed by a CA of the first of opts.ca_file
+ * (tally_open_opts()), the URL's ca=, the environment's TALLY_CA, the
+ * system's trust store, and must name HOST; the token is sent only after
+ * that. tls=off in the URL or TALLY_TLS=off turns TLS off, for a tallyd
+ * configured without it (unsafe: the token crosses in clear). Blocks at
+ * tallyd's join barrier until every rank of the world has joined. Writes
+ * the context to *out and returns 0, or writes NULL and returns, with
+ * tallyd's sentence in tally_ctx_error(NULL):
  *   -EINVAL     a bad url, token, rank or world (checked here), or a
  *               world that differs from the job's (tallyd)
- *   -ENOENT     no such job          -EACCES  wrong token
+ *   -EACCES     no job of that name, or a wrong token (tallyd tells
+ *               no one without the token which it was)
  *   -ERANGE     rank out of range    -EEXIST  that rank already joined
+ *   -EADDRNOTAVAIL  the address this worker sends from is not the one it
+ *               reaches tallyd from, and tallyd's rendezvous_data_map does
+ *               not map one to the other
  *   -ETIMEDOUT  the other ranks did not all join in tallyd's
  *               join_timeout_s (or join_timeout_ms passed here)
  *   -ECANCELED  the job is being deleted
  *   -EHOSTDOWN  tallyd cannot reach the dataplane
- *   -EPROTO     a malformed exchange; -ECONNREFUSED etc.: no tallyd
+ *   -EKEYREJECTED  tallyd's certificate is not trusted or not for HOST
+ *   -EPROTO     a malformed exchange, or no TLS agreed (e.g. TLS on one
+ *               side only); -ECONNREFUSED etc.: no tallyd
  * Calling it again after an allreduce failed (e.g. after a dataplane
  * restart) forms a new membership with fresh slots: every rank must.
  */
@@ -121,7 +138,8 @@ int tally_open(const char *url, const char *token, unsigned int rank,
 /*
  * tally_open() with options: of base (borrowed; NULL = defaults), it
  * uses bind_addr, bind_port, window and elems (each capped at the job's),
- * rto_us, timeout_ms and join_timeout_ms; tallyd supplies the rest.
+ * rto_us, timeout_ms, join_timeout_ms and ca_file; tallyd supplies the
+ * rest.
  */
 int tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,

@@ -46,6 +46,14 @@ defaults_and_full_file(void **state)
 	assert_string_equal(c.metrics, "127.0.0.1:9470");
 	assert_int_equal(c.dp_poll_ms, 500);
 	assert_int_equal(c.join_timeout_s, 60);
+	/* TLS on unless the operator turns it off; caps on by default. */
+	assert_string_equal(c.rendezvous_tls, "on");
+	assert_string_equal(c.rendezvous_tls_cert, "/etc/tally/rendezvous.crt");
+	assert_string_equal(c.rendezvous_tls_key, "/etc/tally/rendezvous.key");
+	assert_string_equal(c.rendezvous_data_map, "");
+	assert_int_equal(c.rendezvous_max_conns, 4096);
+	assert_int_equal(c.rendezvous_max_per_source, 64);
+	assert_int_equal(c.rendezvous_handshake_ms, 3000);
 	path = write_tmp(
 		"# tallyd.conf\n"
 		"\n"
@@ -60,7 +68,14 @@ defaults_and_full_file(void **state)
 		"join_timeout_s = 5\n"
 		"idle_timeout_s = 0\n"
 		"drain_timeout_ms = 0\n"
-		"max_jobs = 7\n");
+		"max_jobs = 7\n"
+		"rendezvous_tls = off\n"
+		"rendezvous_tls_cert = /tmp/c.pem\n"
+		"rendezvous_tls_key = /tmp/k.pem\n"
+		"rendezvous_data_map = /tmp/map\n"
+		"rendezvous_max_conns = 100\n"
+		"rendezvous_max_per_source = 2\n"
+		"rendezvous_handshake_ms = 500\n");
 	assert_int_equal(tallyd_conf_load(&c, path, &seen, why, sizeof(why)),
 		0);
 	unlink(path);
@@ -73,6 +88,13 @@ defaults_and_full_file(void **state)
 	assert_int_equal(c.join_timeout_s, 5);
 	assert_int_equal(c.drain_timeout_ms, 0);
 	assert_int_equal(c.max_jobs, 7);
+	assert_string_equal(c.rendezvous_tls, "off");
+	assert_string_equal(c.rendezvous_tls_cert, "/tmp/c.pem");
+	assert_string_equal(c.rendezvous_tls_key, "/tmp/k.pem");
+	assert_string_equal(c.rendezvous_data_map, "/tmp/map");
+	assert_int_equal(c.rendezvous_max_conns, 100);
+	assert_int_equal(c.rendezvous_max_per_source, 2);
+	assert_int_equal(c.rendezvous_handshake_ms, 500);
 }
 
 static void
@@ -93,6 +115,15 @@ bad_lines(void **state)
 		"metrics = on",
 		"dp_address = 10.0.0",
 		"state_file =",
+		"rendezvous_tls = yes",
+		"rendezvous_tls =",
+		"rendezvous_tls_cert =",
+		"rendezvous_tls_key =",
+		"rendezvous_max_conns = 15",
+		"rendezvous_max_conns = 65537",
+		"rendezvous_max_per_source = 0",
+		"rendezvous_handshake_ms = 99",
+		"rendezvous_handshake_ms = 60001",
 	};
 	struct tallyd_conf c;
 

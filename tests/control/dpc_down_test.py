@@ -10,13 +10,15 @@
 # false; a rendezvous join must get its params at once and then wait at
 # the barrier until the join deadline (EHOSTDOWN), as documented. After
 # SIGCONT tallyd must see tally-dp again and a join must complete, its
-# membership programmed into the fake. TAP; needs TALLY_SRC and
+# membership programmed into the fake. The rendezvous runs in TLS with a
+# certificate of a CA made here (openssl). TAP; needs TALLY_SRC and
 # TALLY_BUILD.
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -78,6 +80,38 @@ class Ctl:
         return rep, time.monotonic() - t0
 
 
+def make_certs(work):
+    """
+    A throwaway CA and tallyd's certificate for 127.0.0.1 (openssl), made
+    now in work: the rendezvous runs in TLS, as it does by default.
+    Returns (ca, cert, key) paths.
+    """
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+          "-nodes"]
+    ca, cert, key = (os.path.join(work, n) for n in
+                     ("ca.crt", "tallyd.crt", "tallyd.key"))
+    ext = os.path.join(work, "san.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    run = dict(check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["openssl", "req", "-x509"] + ec + [
+        "-keyout", os.path.join(work, "ca.key"), "-out", ca, "-days", "60",
+        "-subj", "/CN=tally test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE"], **run)
+    subprocess.run(["openssl", "req"] + ec + [
+        "-keyout", key, "-out", os.path.join(work, "tallyd.csr"),
+        "-subj", "/CN=tallyd"], **run)
+    subprocess.run(["openssl", "x509", "-req", "-in",
+                    os.path.join(work, "tallyd.csr"), "-CA", ca, "-CAkey",
+                    os.path.join(work, "ca.key"), "-CAcreateserial",
+                    "-days", "60", "-extfile", ext, "-out", cert], **run)
+    os.chmod(key, 0o600)
+    return ca, cert, key
+
+
+CA = None   # the CA file of the rendezvous' certificate (make_certs)
+
+
 def rdv_send(s, obj):
     body = json.dumps(obj).encode()
     s.sendall(struct.pack(">I", len(body)) + body)
@@ -108,7 +142,11 @@ def join(port, job, token, member_port, wait_s):
     """
     out = {"params_s": None, "params": None, "final": None, "final_s": None}
     t0 = time.monotonic()
-    s = socket.create_connection(("127.0.0.1", port), timeout=wait_s)
+    # From 127.0.0.2: the member address must be the one it joins from.
+    raw = socket.create_connection(("127.0.0.1", port), timeout=wait_s,
+                                   source_address=("127.0.0.2", 0))
+    s = ssl.create_default_context(cafile=CA).wrap_socket(
+        raw, server_hostname="127.0.0.1")
     try:
         rdv_send(s, {"op": "join", "v": 1, "job": job, "token": token,
                      "rank": 0, "world": 1})
@@ -174,6 +212,8 @@ def main():
     dp_sock = os.path.join(work, "dp.sock")
     ctl = Ctl(os.path.join(work, "tallyd.sock"))
     rdv_port = free_port()
+    global CA
+    CA, cert, key = make_certs(work)
     fake = subprocess.Popen([sys.executable, FAKE, dp_sock])
     log = open(os.path.join(work, "tallyd.log"), "w")
     tallyd = None
@@ -183,6 +223,8 @@ def main():
             TALLYD, "-c", "/dev/null",
             "--set", f"control_socket={ctl.path}",
             "--set", f"rendezvous=127.0.0.1:{rdv_port}",
+            "--set", f"rendezvous_tls_cert={cert}",
+            "--set", f"rendezvous_tls_key={key}",
             "--set", "metrics=off",
             "--set", f"state_file={work}/state.json",
             "--set", f"dp_admin={dp_sock}",

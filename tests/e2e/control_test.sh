@@ -110,8 +110,10 @@ bad_join() {
 	[ $? -eq 0 ] || sed 's/^/#   /' "$WORK/bad.$name"
 }
 WRONG=$(printf '%064d' 0)
-bad_join bad_token "Permission denied" "bad token for job 'train'" train "$WRONG" 0 4
-bad_join unknown_job "No such file or directory" "no job 'nope'" nope "$TOKEN" 0 4
+# Without a job's token, a caller learns nothing about which jobs exist:
+# a wrong token and an unknown job get the same errno and sentence.
+bad_join bad_token "Permission denied" "tallyd: no job with that name and token" train "$WRONG" 0 4
+bad_join unknown_job "Permission denied" "tallyd: no job with that name and token" nope "$TOKEN" 0 4
 bad_join world_mismatch "Invalid argument" "world size 3 does not match" train "$TOKEN" 0 3
 # A rank waits at the barrier while a second one claims the same rank.
 worker_url 3 train "$TOKEN" 1 4 "$WORK/waiting" --type i32 --size 4K --iters 1

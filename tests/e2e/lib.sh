@@ -167,14 +167,63 @@ digest() {
 	sed -n 's/^digest: fnv1a64 \([0-9a-f]\{16\}\)$/\1/p' "$1" | tail -1
 }
 
+# tls_ca DIR: a test CA in DIR (ca.key, ca.crt), made now: no private key
+# of tally's tests is ever committed. ECDSA P-256, valid for 60 days
+# (tallyd warns about certificates that expire within 30).
+tls_ca() {
+	mkdir -p "$1" && chmod 700 "$1" &&
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+		-nodes -keyout "$1/ca.key" -out "$1/ca.crt" -days 60 \
+		-subj "/CN=tally test CA $$" \
+		-addext "basicConstraints=critical,CA:TRUE" \
+		-addext "keyUsage=critical,keyCertSign,cRLSign" \
+		>"$1/openssl.log" 2>&1
+}
+
+# tls_cert DIR NAME SAN: a server certificate NAME.crt (key NAME.key,
+# mode 0600) signed by DIR's CA, for SAN (e.g. IP:10.77.0.254).
+tls_cert() {
+	local d=$1 name=$2 san=$3
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$d/$name.key" -out "$d/$name.csr" -subj "/CN=tallyd" \
+		>>"$d/openssl.log" 2>&1 &&
+	chmod 600 "$d/$name.key" &&
+	printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' \
+		"$san" >"$d/$name.ext" &&
+	openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.crt" \
+		-CAkey "$d/ca.key" -CAcreateserial -days 60 \
+		-extfile "$d/$name.ext" -out "$d/$name.crt" >>"$d/openssl.log" 2>&1
+}
+
+# tallyd_tls: tallyd's certificate for the testbed's host address, under
+# a test CA that workers trust through TALLY_CA (made once a test).
+TALLYD_TLS=$WORK/tls
+tallyd_tls() {
+	[ -f "$TALLYD_TLS/tallyd.crt" ] && return 0
+	tls_ca "$TALLYD_TLS" &&
+		tls_cert "$TALLYD_TLS" tallyd "IP:$TESTBED_HOST_IP" || {
+		echo "# cannot make the test certificates:"
+		sed 's/^/#   /' "$TALLYD_TLS/openssl.log"
+		return 1
+	}
+	export TALLY_CA=$TALLYD_TLS/ca.crt
+}
+
 # tallyd_start [--set KEY=VALUE...]: starts tallyd on the testbed's host
 # address (tools/testbed --host) with its files in $WORK, talking to the
-# tally-dp of dp_start (polled every TALLYD_POLL_MS, 200 by default), and
-# waits for its control socket.
+# tally-dp of dp_start (polled every TALLYD_POLL_MS, 200 by default), its
+# rendezvous in TLS with a certificate of a test CA (TALLY_CA;
+# TALLYD_CERT=DIR/NAME picks another NAME.crt and NAME.key), and waits
+# for its control socket. TALLYD_WRAP (e.g. "prlimit --nofile=256") runs
+# tallyd under a command.
 tallyd_start() {
 	: "${TESTBED_HOST_IP:?the testbed needs --host}"
-	"$TALLYD_BIN" -c /dev/null --set "control_socket=$TALLYD_SOCK" \
+	tallyd_tls || return 1
+	${TALLYD_WRAP:-} "$TALLYD_BIN" -c /dev/null \
+		--set "control_socket=$TALLYD_SOCK" \
 		--set "rendezvous=$TESTBED_HOST_IP:$TALLYD_RDV_PORT" \
+		--set "rendezvous_tls_cert=${TALLYD_CERT:-$TALLYD_TLS/tallyd}.crt" \
+		--set "rendezvous_tls_key=${TALLYD_CERT:-$TALLYD_TLS/tallyd}.key" \
 		--set "metrics=$TALLYD_METRICS" \
 		--set "state_file=$WORK/state.json" \
 		--set "dp_admin=$DP_SOCK" \
@@ -212,8 +261,9 @@ jq_py() {
 }
 
 # worker_url NS-INDEX JOB TOKEN RANK WORLD OUT [tally-bench options]: one
-# worker joining JOB through tallyd (tally:// URL), in the background, in
-# worker NS-INDEX's namespace; output to OUT. Sets WPID.
+# worker joining JOB through tallyd (tally:// URL, TLS with TALLY_CA), in
+# the background, in worker NS-INDEX's namespace; output to OUT. Sets
+# WPID.
 worker_url() {
 	local i=$1 job=$2 token=$3 rank=$4 world=$5 out=$6
 	shift 6

@@ -8,8 +8,12 @@
 # after the member message; null if none came within WAIT_S, default 0:
 # leave right after params) with "final_ms". Exits 0 when a reply came
 # to the join, 1 otherwise. Tests use it to see how soon tallyd answers.
+# In TLS, tallyd's certificate checked against $TALLY_CA and HOST, as
+# libtally does (TALLY_TLS=off: without).
 import json
+import os
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -47,6 +51,10 @@ def main():
     t0 = time.monotonic()
     try:
         s = socket.create_connection((host, int(port)), timeout=10)
+        if os.environ.get("TALLY_TLS") != "off":
+            ctx = ssl.create_default_context(
+                cafile=os.environ.get("TALLY_CA") or None)
+            s = ctx.wrap_socket(s, server_hostname=host)
         send(s, {"op": "join", "v": 1, "job": job, "token": token,
                  "rank": int(rank), "world": int(world)})
         out["params"] = recv(s)

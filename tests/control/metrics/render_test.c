@@ -21,10 +21,16 @@ static const char tallyd_json[] =
 	"{\"uptime_s\": 12, \"jobs\": 2, \"joins\": 8, \"memberships\": 2,"
 	" \"join_failures\": {\"bad_token\": 1, \"unknown_job\": 0,"
 	"  \"duplicate_rank\": 0, \"world_mismatch\": 0, \"bad_rank\": 0,"
-	"  \"timeout\": 3, \"malformed\": 0, \"draining\": 0},"
+	"  \"timeout\": 3, \"malformed\": 0, \"draining\": 0,"
+	"  \"address_mismatch\": 2},"
 	" \"ctl_requests\": 5, \"ctl_errors\": 1,"
 	" \"dp_up\": true, \"dp_reprograms\": 1, \"dp_errors\": 0,"
-	" \"dp_timeouts\": 4, \"dp_mismatches\": 2, \"dp_stale_removed\": 200}";
+	" \"dp_timeouts\": 4, \"dp_mismatches\": 2, \"dp_stale_removed\": 200,"
+	" \"rdv_connections\": 17, \"rdv_max_connections\": 4096,"
+	" \"rdv_refused\": 4, \"rdv_evicted_per_source\": 5,"
+	" \"rdv_evicted_full\": 6, \"rdv_evicted_fds\": 7,"
+	" \"rdv_fd_backoffs\": 8, \"rdv_handshake_timeouts\": 9,"
+	" \"rdv_tls_failures\": 10}";
 
 static const char jobs_json[] =
 	"[{\"name\": \"resnet\", \"id\": 1, \"world\": 4, \"window\": 64,"
@@ -126,6 +132,16 @@ full_stats(void **state)
 	has(text, "\ntallyd_dp_timeouts_total 4\n");
 	has(text, "\ntallyd_dp_mismatches_total 2\n");
 	has(text, "\ntallyd_dp_stale_removed_total 200\n");
+	has(text, "\ntallyd_join_failures_total{reason=\"address_mismatch\"} 2\n");
+	has(text, "\ntallyd_rdv_connections 17\n");
+	has(text, "\ntallyd_rdv_max_connections 4096\n");
+	has(text, "\ntallyd_rdv_refused_total 4\n");
+	has(text, "\ntallyd_rdv_evicted_total{reason=\"per_source\"} 5\n");
+	has(text, "\ntallyd_rdv_evicted_total{reason=\"full\"} 6\n");
+	has(text, "\ntallyd_rdv_evicted_total{reason=\"fds\"} 7\n");
+	has(text, "\ntallyd_rdv_fd_backoffs_total 8\n");
+	has(text, "\ntallyd_rdv_handshake_timeouts_total 9\n");
+	has(text, "\ntallyd_rdv_tls_failures_total 10\n");
 
 	has(text, "\ntally_job_info{tally_job=\"resnet\",id=\"1\","
 		"state=\"ready\"} 1\n");
