@@ -59,8 +59,10 @@ struct ar_opts {
 	unsigned long long seed;
 	int json;
 	unsigned int given;		/* GIVEN_* flags seen */
-	char url[256];			/* tally://...: join through tallyd */
+	char url[1024];			/* tally://...: join through tallyd */
 	char jtoken[65];		/* ... with the job's 64-hex token */
+	const char *token_file;		/* --token-file; NULL: TALLY_TOKEN */
+	const char *ca;			/* --ca: tallyd's CA (PEM) */
 	const char *codec;		/* --codec SPEC (with --dp) */
 	int narrow;			/* --narrow: the job's results are */
 	unsigned long reopen;		/* joins again after a failure */
@@ -103,6 +105,8 @@ static const struct option long_opts[] = {
 	{ "group", required_argument, NULL, 'g' },
 	{ "job", required_argument, NULL, 'j' },
 	{ "token", required_argument, NULL, 't' },
+	{ "token-file", required_argument, NULL, 'K' },
+	{ "ca", required_argument, NULL, 'A' },
 	{ "rank", required_argument, NULL, 'r' },
 	{ "world", required_argument, NULL, 'w' },
 	{ "size", required_argument, NULL, 's' },
@@ -130,14 +134,16 @@ usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally-bench allreduce --dp IP[:PORT[/NPORTS]] --job N "
-		"--token HEX\n"
+		"--token-file F\n"
 		"                             --rank R --world W [options]\n"
 		"       tally-bench allreduce --url tally://HOST[:PORT]/JOB "
-		"--token HEX\n"
+		"--token-file F\n"
 		"                             --rank R --world W [options]\n\n"
 		"One worker of an allreduce through a tally dataplane (libtally,\n"
 		"kernel UDP); run one per rank. Checks the result against a\n"
-		"reference computed from every rank's generated tensor.\n\n"
+		"reference computed from every rank's generated tensor. The\n"
+		"token comes from --token-file or TALLY_TOKEN, never the\n"
+		"command line (ps shows it to every user).\n\n"
 		"  --dp IP[:PORT[/NPORTS]]  dataplane address, first UDP port "
 		"(default %u)\n"
 		"                           and ports in its range (default 1)\n"
@@ -146,11 +152,21 @@ usage(FILE *f)
 		"  --group IP               the job's results come to this\n"
 		"                           multicast group (on the --bind port)\n"
 		"  --job N                  job id, 0..65535\n"
-		"  --token HEX              the job's token: 16 hex digits "
-		"(the wire\n"
-		"                           token) with --dp, 64 with --url\n"
+		"  --token-file FILE        the file holding the token: 16 hex "
+		"digits\n"
+		"                           (the wire token) with --dp, the "
+		"job's 64\n"
+		"                           with --url; without it, "
+		"$TALLY_TOKEN\n"
 		"  --url URL                join the job through tallyd "
-		"(tally_open())\n"
+		"(tally_open()):\n"
+		"                           tally://HOST[:PORT]/JOB[?ca=FILE]"
+		"[&tls=off]\n"
+		"  --ca FILE                CA certificates (PEM) for tallyd's "
+		"TLS\n"
+		"                           certificate (default: the URL's "
+		"ca=,\n"
+		"                           $TALLY_CA, the system's store)\n"
 		"  --reopen N               after a failed allreduce, join "
 		"again and\n"
 		"                           redo it, up to N times (--url "
@@ -268,7 +284,8 @@ parse_token(const char *arg, uint64_t *token)
 		v = v << 4 | (uint64_t)d;
 	}
 	if (i != 16 || p[i] != '\0') {
-		fprintf(stderr, "--token: '%s' is not 16 hex digits\n", arg);
+		fprintf(stderr, "the token is not 16 (--dp) or 64 (--url) hex "
+			"digits\n");
 		return -1;
 	}
 	*token = v;
@@ -336,13 +353,17 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 		o->given |= GIVEN_JOB;
 		return bench_parse_uint("job", arg, 0, 65535, &o->job);
 	case 't':
-		o->given |= GIVEN_TOKEN;
-		if (strlen(arg) == 64 && strspn(arg, "0123456789abcdefABCDEF")
-				== 64) {
-			strcpy(o->jtoken, arg);
-			return 0;
-		}
-		return parse_token(arg, &o->token);
+		fprintf(stderr, "--token: a token on the command line is "
+			"readable by every user of this host (ps); put it in a "
+			"file for --token-file FILE (mode 0600), or in "
+			"TALLY_TOKEN\n");
+		return -1;
+	case 'K':
+		o->token_file = arg;
+		return 0;
+	case 'A':
+		o->ca = arg;
+		return 0;
 	case 'U':
 		if (snprintf(o->url, sizeof(o->url), "%s", arg) >=
 				(int)sizeof(o->url)) {
@@ -440,6 +461,29 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 }
 
 /*
+ * The token, from --token-file or TALLY_TOKEN: the job's 64 hex digits
+ * (for --url) or a wire token's 16. None is fine here (the caller says
+ * what is missing); -1 for one that cannot be read or parsed.
+ */
+static int
+read_token(struct ar_opts *o)
+{
+	char t[80];
+	int rc = bench_token_read(o->token_file, t, sizeof(t));
+
+	if (rc == -ENOENT && o->token_file == NULL)
+		return 0;
+	if (rc != 0)
+		return -1;
+	o->given |= GIVEN_TOKEN;
+	if (strlen(t) == 64 && strspn(t, "0123456789abcdefABCDEF") == 64) {
+		strcpy(o->jtoken, t);
+		return 0;
+	}
+	return parse_token(t, &o->token);
+}
+
+/*
  * Fills o from the command line. Returns 0 to run, 1 when help was asked
  * for, -1 on bad usage (the reason and the usage already on stderr).
  */
@@ -467,9 +511,11 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 		fprintf(stderr, "unexpected argument '%s'\n", argv[optind]);
 		goto bad;
 	}
+	if (read_token(o) != 0)
+		goto bad;
 	if ((o->given & GIVEN_NEEDED) != GIVEN_NEEDED) {
-		fprintf(stderr, "--dp, --job, --token, --rank and --world are "
-			"needed\n");
+		fprintf(stderr, "--dp, --job, a token (--token-file or "
+			"TALLY_TOKEN), --rank and --world are needed\n");
 		goto bad;
 	}
 	if (o->rank >= o->world) {
@@ -478,7 +524,7 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 		goto bad;
 	}
 	if ((o->url[0] != '\0') != (o->jtoken[0] != '\0')) {
-		fprintf(stderr, "--token: 64 hex digits go with --url, 16 "
+		fprintf(stderr, "the token: 64 hex digits go with --url, 16 "
 			"with --dp\n");
 		goto bad;
 	}
@@ -644,6 +690,7 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 	if (o->url[0] != '\0') {
 		co.dp_addr = NULL;
 		co.bind_addr = NULL;
+		co.ca_file = o->ca;
 		rc = tally_open_opts(o->url, o->jtoken, (unsigned int)o->rank,
 			(unsigned int)o->world, &co, ctx);
 	} else {

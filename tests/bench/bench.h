@@ -50,6 +50,14 @@ unsigned int bench_cores_online(void);
 int bench_parse_uint(const char *name, const char *arg, unsigned long min,
 	unsigned long max, unsigned long *out);
 
+/*
+ * token.c: a token from the file at path, or with path NULL from
+ * TALLY_TOKEN, blanks around it removed, into out (cap bytes). Returns 0,
+ * -ENOENT (path NULL and TALLY_TOKEN unset), or another -errno with the
+ * reason on stderr.
+ */
+int bench_token_read(const char *path, char *out, size_t cap);
+
 /* Writes s to f as a JSON string, quotes included. */
 void bench_json_string(FILE *f, const char *s);
 

@@ -126,13 +126,15 @@ job_add() {
 
 # worker NS-INDEX ID TOKEN RANK WORLD OUT [tally-bench options]: runs one
 # worker in the background inside worker NS-INDEX's namespace; its output
-# goes to OUT. Sets WPID.
+# goes to OUT. The wire token goes in TALLY_TOKEN, never in argv. Sets
+# WPID.
 worker() {
 	local i=$1 id=$2 token=$3 rank=$4 world=$5 out=$6
 	shift 6
 	eval "local ns=\$TESTBED_NS_$((i + 1)) ip=\$TESTBED_IP_$((i + 1))"
-	ip netns exec "$ns" "$BENCH" allreduce --dp "$TESTBED_DP_IP" \
-		--bind "$ip:$((40000 + id))" --job "$id" --token "$token" \
+	TALLY_TOKEN=$token ip netns exec "$ns" "$BENCH" allreduce \
+		--dp "$TESTBED_DP_IP" \
+		--bind "$ip:$((40000 + id))" --job "$id" \
 		--rank "$rank" --world "$world" --elems "${ELEMS:-256}" \
 		--window "${WINDOW:-64}" ${GROUP:+--group "$GROUP"} "$@" \
 		>"$out" 2>&1 &
@@ -260,17 +262,30 @@ jq_py() {
 	/usr/bin/python3 -c "import json,sys; j=json.load(sys.stdin); print($1)"
 }
 
+# token_file TOKEN: prints the path of a file (mode 0600, in $WORK)
+# holding TOKEN, for --token-file: a token never goes in argv, where ps
+# shows it to every user.
+token_file() {
+	local f
+	f=$WORK/token.$(printf '%s' "$1" | cksum | cut -d' ' -f1)
+	# Written once, whole (workers may be reading it already).
+	[ -f "$f" ] || (umask 077 && printf '%s\n' "$1" >"$f.tmp" &&
+		mv "$f.tmp" "$f")
+	echo "$f"
+}
+
 # worker_url NS-INDEX JOB TOKEN RANK WORLD OUT [tally-bench options]: one
 # worker joining JOB through tallyd (tally:// URL, TLS with TALLY_CA), in
-# the background, in worker NS-INDEX's namespace; output to OUT. Sets
-# WPID.
+# the background, in worker NS-INDEX's namespace, the token in a file;
+# output to OUT. Sets WPID.
 worker_url() {
-	local i=$1 job=$2 token=$3 rank=$4 world=$5 out=$6
+	local i=$1 job=$2 token=$3 rank=$4 world=$5 out=$6 tf
 	shift 6
 	eval "local ns=\$TESTBED_NS_$((i + 1))"
+	tf=$(token_file "$token")
 	ip netns exec "$ns" "$BENCH" allreduce \
 		--url "tally://$TESTBED_HOST_IP:$TALLYD_RDV_PORT/$job" \
-		--token "$token" --rank "$rank" --world "$world" "$@" \
+		--token-file "$tf" --rank "$rank" --world "$world" "$@" \
 		>"$out" 2>&1 &
 	WPID=$!
 }

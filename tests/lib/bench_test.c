@@ -43,28 +43,12 @@ struct proc {
 	char out[4096];
 };
 
-/*
- * Starts rank r of world (with --scale-exp scale unless it is NULL);
- * stdout goes to a file.
- */
+/* Starts argv with envp; stdout and stderr go to a file. */
 static void
-spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
-	const char *type, const char *size, const char *scale)
+spawn(struct proc *p, char **argv, char **envp, unsigned int r)
 {
-	char dp[32], rank[8], wstr[8], token[24];
-	char *argv[] = {
-		(char *)bench_path, "allreduce", "--dp", dp, "--job", "5",
-		"--token", token, "--rank", rank, "--world", wstr,
-		"--type", (char *)type, "--size", (char *)size,
-		"--iters", "2", "--timeout-ms", "1000", "--seed", "7",
-		scale != NULL ? "--scale-exp" : NULL, (char *)scale, NULL,
-	};
 	posix_spawn_file_actions_t fa;
 
-	snprintf(dp, sizeof(dp), "127.0.0.1:%u", port);
-	snprintf(rank, sizeof(rank), "%u", r);
-	snprintf(wstr, sizeof(wstr), "%u", world);
-	snprintf(token, sizeof(token), "%016llx", (unsigned long long)TOKEN);
 	snprintf(p->out_path, sizeof(p->out_path), "/tmp/tally-bench-%d-%u.out",
 		(int)getpid(), r);
 	assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
@@ -72,18 +56,70 @@ spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
 		O_WRONLY | O_CREAT | O_TRUNC, 0600), 0);
 	assert_int_equal(posix_spawn_file_actions_adddup2(&fa, 1, 2), 0);
 	assert_int_equal(posix_spawn(&p->pid, bench_path, &fa, NULL, argv,
-		environ), 0);
+		envp), 0);
 	posix_spawn_file_actions_destroy(&fa);
+}
+
+/*
+ * Starts rank r of world (with --scale-exp scale unless it is NULL). Odd
+ * ranks read the token from a file (--token-file), even ones from
+ * TALLY_TOKEN: never from argv.
+ */
+static void
+spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
+	const char *type, const char *size, const char *scale)
+{
+	char dp[32], rank[8], wstr[8], env_token[40], path[64];
+	char *argv[26] = {
+		(char *)bench_path, "allreduce", "--dp", dp, "--job", "5",
+		"--rank", rank, "--world", wstr,
+		"--type", (char *)type, "--size", (char *)size,
+		"--iters", "2", "--timeout-ms", "1000", "--seed", "7",
+	};
+	char *envp[] = { env_token, NULL };
+	unsigned int n = 20;
+	FILE *f;
+
+	if (scale != NULL) {
+		argv[n++] = "--scale-exp";
+		argv[n++] = (char *)scale;
+	}
+	if (r % 2) {
+		argv[n++] = "--token-file";
+		argv[n++] = path;
+	}
+	argv[n] = NULL;
+
+	snprintf(dp, sizeof(dp), "127.0.0.1:%u", port);
+	snprintf(rank, sizeof(rank), "%u", r);
+	snprintf(wstr, sizeof(wstr), "%u", world);
+	snprintf(path, sizeof(path), "/tmp/tally-bench-%d-%u.token",
+		(int)getpid(), r);
+	if (r % 2) {
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fprintf(f, "%016llx\n", (unsigned long long)TOKEN);
+		fclose(f);
+		snprintf(env_token, sizeof(env_token), "TALLY_X=1");
+	} else {
+		snprintf(env_token, sizeof(env_token), "TALLY_TOKEN=%016llx",
+			(unsigned long long)TOKEN);
+	}
+	spawn(p, argv, envp, r);
 }
 
 /* Waits for p and reads what it printed. */
 static void
 reap(struct proc *p)
 {
+	char tok[80];
 	FILE *f;
 	size_t len;
 
 	assert_int_equal(waitpid(p->pid, &p->status, 0), p->pid);
+	snprintf(tok, sizeof(tok), "%.*s.token", (int)(strlen(p->out_path) -
+		4), p->out_path);
+	unlink(tok);
 	f = fopen(p->out_path, "r");
 	assert_non_null(f);
 	len = fread(p->out, 1, sizeof(p->out) - 1, f);
@@ -190,6 +226,27 @@ missing_rank_exits_3(void **state)
 	}
 }
 
+/* A token on the command line is refused, with how to pass it instead. */
+static void
+token_in_argv_refused(void **state)
+{
+	char *argv[] = {
+		(char *)bench_path, "allreduce", "--dp", "127.0.0.1:1",
+		"--job", "5", "--token", "00c0ffee00c0ffee", "--rank", "0",
+		"--world", "1", NULL,
+	};
+	char *envp[] = { NULL };
+	struct proc p;
+
+	(void)state;
+	spawn(&p, argv, envp, 99);
+	reap(&p);
+	if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) != 2 ||
+			strstr(p.out, "--token-file") == NULL ||
+			strstr(p.out, "TALLY_TOKEN") == NULL)
+		fail_msg("status 0x%x, output:\n%s", p.status, p.out);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -198,6 +255,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(f32_magnitudes_three_ranks),
 		cmocka_unit_test(i32_three_ranks),
 		cmocka_unit_test(missing_rank_exits_3),
+		cmocka_unit_test(token_in_argv_refused),
 	};
 
 	if (argc < 2) {
