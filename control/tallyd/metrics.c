@@ -273,8 +273,8 @@ render_rdv(struct render *r, const json_t *t)
 		"counter", "Rendezvous connections closed at once: every "
 		"connection held was a job's rank."));
 	f = FAMILY("tallyd_rdv_evicted_total", "counter",
-		"Rendezvous connections closed before they presented a "
-		"token, to make room, by reason.");
+		"Rendezvous connections closed before they joined a job, to "
+		"make room, by reason.");
 	for (size_t i = 0; i < sizeof(evicted) / sizeof(evicted[0]); i++) {
 		snprintf(key, sizeof(key), "rdv_evicted_%s", evicted[i]);
 		if (sample_json(r, &f, json_object_get(t, key))) {

@@ -46,7 +46,7 @@ tallyd_rdv_fail(struct tallyd *d, struct tallyd_rdv_conn *c, int err,
 	vsnprintf(m.error, sizeof(m.error), fmt, ap);
 	va_end(ap);
 	d->st.join_failures[why]++;
-	if (c->authed)
+	if (c->token_ok)
 		tallyd_log("rendezvous %s: %s", c->peer, m.error);
 	else
 		tallyd_rdv_note(d, "rendezvous %s: %s", c->peer, m.error);
@@ -198,7 +198,7 @@ authorize(struct tallyd *d, struct tallyd_rdv_conn *c,
 	int ok = tallyd_job_token_ok(j != NULL ? j : &decoy, m->token);
 
 	if (j != NULL && ok) {
-		tallyd_rdv_authed(d, c);
+		c->token_ok = true;
 		return j;
 	}
 	d->st.join_failures[j == NULL ? TALLYD_JF_UNKNOWN_JOB :
@@ -260,6 +260,7 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	c->job = j;
 	c->rank = m->rank;
 	c->st = RC_MEMBER;
+	tallyd_rdv_authed(d, c);
 	c->deadline_ms = j->form_deadline_ms;
 }
 

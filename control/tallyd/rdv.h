@@ -29,7 +29,9 @@ struct tallyd_tls_conn;
 struct tallyd_rdv_conn {
 	int fd;
 	enum tallyd_rc_state st;
-	bool authed;			/* presented a job's token */
+	bool token_ok;			/* presented a job's token */
+	bool authed;			/* and joined: a rank of a forming
+					 * membership, never evicted */
 	bool peeked;			/* looked for a cleartext join */
 	bool heard;			/* sent us something */
 	uint32_t src;			/* peer's IPv4, host order */
@@ -86,7 +88,11 @@ void tallyd_rdv_finish(struct tallyd_rdv_conn *c, const struct tally_rdv_msg *m)
  */
 int64_t tallyd_rdv_conn_timers(struct tallyd *d, int64_t now, int64_t wait);
 
-/* c presented a valid token: no longer capped per source or evictable. */
+/*
+ * c presented a valid token and joined a forming membership: no longer
+ * capped per source or evictable (a join that fails after the token
+ * check stays both, so a token's holder cannot fill the table with them).
+ */
 void tallyd_rdv_authed(struct tallyd *d, struct tallyd_rdv_conn *c);
 
 /*

@@ -5,8 +5,8 @@
  * workers out (docs/control.md, "Rendezvous protocol"; rdv.c handles
  * the messages).
  *
- * A connection that has not yet presented a job's token is
- * "unauthenticated": it may hold a slot for rendezvous_handshake_ms at
+ * A connection that has not yet joined a job (token checked, rank taken)
+ * is "unauthenticated": it may hold a slot for rendezvous_handshake_ms at
  * most, each source address may hold rendezvous_max_per_source of them,
  * and when the table is full (rendezvous_max_conns, fitted to the
  * open-file limit) one is evicted for the newcomer: the oldest that has

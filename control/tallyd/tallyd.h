@@ -194,7 +194,7 @@ struct tallyd_stats {
 	uint64_t dp_mismatches;	/* jobs programmed again: tally-dp's differed */
 	uint64_t dp_stale_removed; /* jobs removed from tally-dp: not tallyd's */
 
-	/* Rendezvous connections closed before they presented a token. */
+	/* Rendezvous connections closed before they joined a job. */
 	uint64_t rdv_refused;	/* at once: the table was full of joined ones */
 	uint64_t rdv_evicted_per_source; /* oldest of a source at its cap */
 	uint64_t rdv_evicted_full;	/* oldest of all, the table full */
