@@ -61,14 +61,15 @@ keys=$(sed -n 's/^\([a-z_][a-z0-9_]*\) = .*/\1/p' "$WORK/defaults")
 ok $? "the defaults are one 'key = value' line per key ($(echo "$keys" | wc -w) keys)"
 
 # Lines whose key is not deliberately changed must be equal.
+# Both sides of the diff below run at once: each gets its own scratch file.
 strip() {
-	local k
-	cp "$1" "$WORK/strip"
+	local k f="$1.strip"
+	cp "$1" "$f"
 	for k in $CHANGED_KEYS; do
-		grep -v "^$k = " "$WORK/strip" >"$WORK/strip.1"
-		mv "$WORK/strip.1" "$WORK/strip"
+		grep -v "^$k = " "$f" >"$f.1"
+		mv "$f.1" "$f"
 	done
-	cat "$WORK/strip"
+	cat "$f"
 }
 diff <(strip "$WORK/defaults") <(strip "$WORK/example") >"$WORK/diff"
 rc=$?
