@@ -5,10 +5,12 @@
  * for operators.
  */
 #include <errno.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <arpa/inet.h>
 
 #include "tallyd.h"
@@ -212,6 +214,7 @@ tallyd_conf_load(struct tallyd_conf *c, const char *path, uint64_t *seen,
 	char line[1024], r[256];
 	unsigned int n = 0;
 	FILE *f = fopen(path, "r");
+	struct stat st;
 	int ret = 0;
 
 	if (f == NULL) {
@@ -219,6 +222,12 @@ tallyd_conf_load(struct tallyd_conf *c, const char *path, uint64_t *seen,
 
 		snprintf(why, wlen, "%s: %s", path, strerror(err));
 		return -err;
+	}
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		snprintf(why, wlen, "%s: %s (-c wants a file)", path,
+			strerror(EISDIR));
+		return -EISDIR;
 	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		n++;
@@ -232,8 +241,21 @@ tallyd_conf_load(struct tallyd_conf *c, const char *path, uint64_t *seen,
 			break;
 		}
 	}
+	if (ret == 0 && ferror(f)) {
+		ret = errno != 0 ? -errno : -EIO;
+		snprintf(why, wlen, "%s: %s", path, strerror(-ret));
+	}
 	fclose(f);
 	return ret;
+}
+
+int
+tallyd_conf_check(const struct tallyd_conf *c, char *why, size_t wlen)
+{
+	if (c->control_group[0] != '\0' && getgrnam(c->control_group) == NULL)
+		return bad(why, wlen, "control_group '%s': no such group",
+			c->control_group);
+	return 0;
 }
 
 void

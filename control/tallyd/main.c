@@ -17,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <sodium.h>
 
@@ -74,6 +77,45 @@ render_metrics(void *arg)
 	json_decref(st);
 	json_decref(jobs);
 	return text;
+}
+
+/* "IP:PORT" a listening socket is bound to (port 0 asked: the real one). */
+static void
+bound_addr(int fd, char *out, size_t len)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	char ip[INET_ADDRSTRLEN];
+
+	if (getsockname(fd, (struct sockaddr *)&sa, &sl) != 0 ||
+			sa.sin_family != AF_INET ||
+			inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip)) == NULL)
+		snprintf(out, len, "?");
+	else
+		snprintf(out, len, "%s:%u", ip, ntohs(sa.sin_port));
+}
+
+/*
+ * The start line, with the addresses really listened on: a port 0 in
+ * the configuration shows as the port the kernel picked.
+ */
+static void
+log_start(const struct tallyd *d)
+{
+	char rdv[32], met[80];
+
+	bound_addr(d->rdv_fd, rdv, sizeof(rdv));
+	if (d->http != NULL)
+		snprintf(met, sizeof(met), "%.*s:%u",
+			(int)strcspn(d->conf.metrics, ":"), d->conf.metrics,
+			tallyd_http_port(d->http));
+	else
+		snprintf(met, sizeof(met), "off");
+	tallyd_log("%s: %u jobs restored from %s; control %s, rendezvous %s "
+		"(TLS %s, at most %u connections), metrics %s, tally-dp %s",
+		TALLY_VERSION, d->njobs, d->conf.state_file,
+		d->conf.control_socket, rdv, d->conf.rendezvous_tls,
+		tallyd_rdv_cap(d), met, d->conf.dp_admin);
 }
 
 static int
@@ -254,6 +296,10 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (tallyd_conf_check(&d.conf, why, sizeof(why)) != 0) {
+		fprintf(stderr, "tallyd: %s\n", why);
+		return 2;
+	}
 	if (check) {
 		tallyd_conf_dump(&d.conf, stdout);
 		return 0;
@@ -297,11 +343,7 @@ main(int argc, char **argv)
 			goto out_rdv;
 		}
 	}
-	tallyd_log("%s: %u jobs restored; control %s, rendezvous %s (TLS %s, "
-		"at most %u connections), metrics %s, tally-dp %s",
-		TALLY_VERSION, d.njobs, d.conf.control_socket,
-		d.conf.rendezvous, d.conf.rendezvous_tls, tallyd_rdv_cap(&d),
-		d.conf.metrics, d.conf.dp_admin);
+	log_start(&d);
 	run(&d, sfd);
 	tallyd_state_save(&d);
 	tallyd_http_stop(d.http);

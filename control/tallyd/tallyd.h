@@ -68,6 +68,12 @@ int tallyd_conf_line(struct tallyd_conf *c, const char *line,
 int tallyd_conf_load(struct tallyd_conf *c, const char *path, uint64_t *seen,
 	char *why, size_t wlen);
 
+/*
+ * What a config check needs the system for: control_group must name a
+ * group. Returns 0 or -EINVAL with the reason in why.
+ */
+int tallyd_conf_check(const struct tallyd_conf *c, char *why, size_t wlen);
+
 /* Prints every key with its value, as a config file would have it. */
 void tallyd_conf_dump(const struct tallyd_conf *c, FILE *f);
 

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,41 @@ errors_name_file_and_line(void **state)
 	assert_non_null(strstr(why, "/nonexistent/tallyd.conf"));
 }
 
+/* -c DIRECTORY is an error, not an empty file (fopen takes directories). */
+static void
+a_directory_is_refused(void **state)
+{
+	struct tallyd_conf c;
+	uint64_t seen = 0;
+	char why[300] = "";
+
+	(void)state;
+	tallyd_conf_defaults(&c);
+	assert_int_equal(tallyd_conf_load(&c, "/tmp", &seen, why, sizeof(why)),
+		-EISDIR);
+	assert_string_equal(why, "/tmp: Is a directory (-c wants a file)");
+}
+
+/* control_group must name a group that exists, at --check-config too. */
+static void
+check_needs_a_real_group(void **state)
+{
+	struct tallyd_conf c;
+	char why[300] = "";
+	struct group *g = getgrgid(getgid());
+
+	(void)state;
+	tallyd_conf_defaults(&c);
+	assert_int_equal(tallyd_conf_check(&c, why, sizeof(why)), 0);
+	strcpy(c.control_group, "nosuchgroup-tally");
+	assert_int_equal(tallyd_conf_check(&c, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "control_group 'nosuchgroup-tally': no such "
+		"group");
+	assert_non_null(g);
+	snprintf(c.control_group, sizeof(c.control_group), "%s", g->gr_name);
+	assert_int_equal(tallyd_conf_check(&c, why, sizeof(why)), 0);
+}
+
 static void
 dump_reads_back(void **state)
 {
@@ -190,6 +226,8 @@ main(void)
 		cmocka_unit_test(defaults_and_full_file),
 		cmocka_unit_test(bad_lines),
 		cmocka_unit_test(errors_name_file_and_line),
+		cmocka_unit_test(a_directory_is_refused),
+		cmocka_unit_test(check_needs_a_real_group),
 		cmocka_unit_test(dump_reads_back),
 	};
 

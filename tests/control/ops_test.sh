@@ -7,7 +7,9 @@
 # docs/tools/tallyd.md and tallyd(8), and those name no key tallyd lacks;
 # the man pages render without warnings; the systemd units
 # (tools/systemd/) start the binaries meson installs, with the files and
-# directories the configuration names. TAP; needs TALLY_SRC and
+# directories the configuration names; tallyd refuses -c DIRECTORY and a
+# control_group that does not exist, and logs the ports it picked for
+# port 0. TAP; needs TALLY_SRC and
 # TALLY_BUILD (a build with tallyd).
 set -u
 : "${TALLY_SRC:?}" "${TALLY_BUILD:?}"
@@ -249,6 +251,43 @@ if command -v systemd-analyze >/dev/null 2>&1 &&
 else
 	skip "systemd-analyze not installed"
 fi
+
+# --- what tallyd checks before it runs -----------------------------------
+"$TALLYD" -c "$WORK" --check-config >"$WORK/out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "tallyd: $WORK: Is a directory" "$WORK/out"
+ok $? "tallyd -c DIRECTORY: exit 2 (got $rc), 'Is a directory'"
+[ $rc -eq 2 ] || diag <"$WORK/out"
+"$TALLYD" -c /dev/null --set control_group=nosuchgroup-tally \
+	--check-config >"$WORK/out" 2>&1
+rc=$?
+[ $rc -eq 2 ] &&
+	grep -q "control_group 'nosuchgroup-tally': no such group" "$WORK/out"
+ok $? "control_group=nosuchgroup fails --check-config: exit 2 (got $rc)"
+[ $rc -eq 2 ] || diag <"$WORK/out"
+
+# Port 0 (rendezvous, metrics): the start line names the port picked.
+"$TALLYD" -c /dev/null --set "control_socket=$WORK/ctl.sock" \
+	--set rendezvous=127.0.0.1:0 --set rendezvous_tls=off \
+	--set metrics=127.0.0.1:0 \
+	--set "state_file=$WORK/state.json" --set "dp_admin=$WORK/no-dp.sock" \
+	>"$WORK/tallyd.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+	grep -q "rendezvous" "$WORK/tallyd.log" && break
+	sleep 0.05
+done
+rport=$(sed -n 's/.*rendezvous 127\.0\.0\.1:\([0-9]*\)[ ,].*/\1/p' "$WORK/tallyd.log")
+mport=$(sed -n 's/.*metrics 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$WORK/tallyd.log")
+[ "${rport:-0}" -gt 0 ] && [ "${mport:-0}" -gt 0 ] &&
+	(exec 3<>"/dev/tcp/127.0.0.1/$rport") 2>/dev/null &&
+	{ ! command -v curl >/dev/null 2>&1 ||
+		curl -sf "http://127.0.0.1:$mport/metrics" | grep -q '^tallyd_up 1$'; }
+ok $? "port 0: the start line logs the ports picked, and they answer (rendezvous $rport, metrics $mport)"
+[ -n "$rport" ] || diag <"$WORK/tallyd.log"
+kill -TERM $pid
+wait $pid
+ok $? "that tallyd stops with exit 0"
 
 echo "1..$n"
 [ "$nfail" -eq 0 ]
