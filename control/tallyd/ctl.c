@@ -137,20 +137,52 @@ tallyd_ctl_pollfds(struct tallyd *d, struct pollfd *p, unsigned int max)
 	return n;
 }
 
+/* The text of r (consumed), or of an EMSGSIZE error if r is too long. */
+static char *
+reply_text(json_t *r)
+{
+	char *text = json_dumps(r, JSON_COMPACT), why[160];
+	size_t len = text != NULL ? strlen(text) : 0;
+
+	json_decref(r);
+	if (len <= TALLYD_CTL_REPLY_MAX)
+		return text;
+	free(text);
+	snprintf(why, sizeof(why), "the reply (%zu bytes) is over the "
+		"control socket's limit of %d bytes", len,
+		TALLYD_CTL_REPLY_MAX);
+	r = json_pack("{s:i, s:s}", "errno", EMSGSIZE, "error", why);
+	text = json_dumps(r, JSON_COMPACT);
+	json_decref(r);
+	return text;
+}
+
 void
 tallyd_ctl_reply(struct tallyd *d, struct tallyd_ctl_client *c, json_t *r)
 {
 	char *text;
+	ssize_t n = -1;
+	size_t len;
 
 	if (r == NULL)
 		r = json_pack("{s:i, s:s}", "errno", ENOMEM, "error",
 			"out of memory");
 	if (json_integer_value(json_object_get(r, "errno")) != 0)
 		d->st.ctl_errors++;
-	text = json_dumps(r, JSON_COMPACT);
-	json_decref(r);
-	if (text != NULL && c != NULL)
-		send(c->fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
+	text = reply_text(r);
+	if (c == NULL) {
+		free(text);
+		return;
+	}
+	len = text != NULL ? strlen(text) : 0;
+	errno = ENOMEM;
+	if (text != NULL)
+		n = send(c->fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n != (ssize_t)len || text == NULL) {
+		d->st.ctl_send_failures++;
+		tallyd_log("a control reply (%zu bytes) was not sent: %s", len,
+			n < 0 ? strerror(errno) : "sent in part");
+	}
 	free(text);
 }
 
@@ -214,6 +246,60 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	return o;
 }
 
+/* A listing's reply without its jobs ({"errno":0,"jobs":[],"more":...}). */
+#define LIST_ENVELOPE	64
+
+/*
+ * job_list: the jobs with an id above r->after, in id order, as many as
+ * r->limit (0: any number) and the reply's size limit allow. "more" says
+ * whether jobs are left out; "next" is the "after" that asks for them.
+ * A request with neither "after" nor "limit" (a client that does not
+ * page) gets every job or EMSGSIZE, never a part that looks whole.
+ */
+static json_t *
+do_list(struct tallyd *d, const struct tallyd_ctl_req *r)
+{
+	json_t *a = json_array(), *o;
+	size_t size = LIST_ENVELOPE;
+	struct tallyd_job *j;
+	unsigned int n = 0;
+	bool more = false;
+	uint16_t last = 0;
+
+	for (j = d->jobs; j != NULL && a != NULL; j = j->next) {
+		if (j->id <= r->after)
+			continue;
+		more = r->limit != 0 && n == r->limit;
+		o = more ? NULL : tallyd_job_json(j, false);
+		if (o == NULL)
+			break;
+		size += json_dumpb(o, NULL, 0, JSON_COMPACT) + 1;
+		if (size > TALLYD_CTL_REPLY_MAX) {
+			json_decref(o);
+			more = true;
+			break;
+		}
+		if (json_array_append_new(a, o) != 0)
+			break;
+		n++;
+		last = j->id;
+	}
+	if (a == NULL || (j != NULL && !more)) {
+		json_decref(a);
+		return NULL;	/* out of memory */
+	}
+	if (more && !r->paged) {
+		json_decref(a);
+		return err_reply(EMSGSIZE, "%u jobs do not fit in one reply "
+			"of %d bytes: ask for pages (\"limit\", \"after\"; "
+			"docs/control.md)", d->njobs, TALLYD_CTL_REPLY_MAX);
+	}
+	o = json_pack("{s:i, s:o, s:b}", "errno", 0, "jobs", a, "more", more);
+	if (o != NULL && more)
+		json_object_set_new(o, "next", json_integer(last));
+	return o;
+}
+
 static json_t *
 do_list_commands(void)
 {
@@ -233,7 +319,6 @@ handle(struct tallyd *d, struct tallyd_ctl_client *c, const char *buf,
 	struct tallyd_ctl_req r;
 	struct tallyd_job *j;
 	char why[200];
-	json_t *a;
 	int ret;
 
 	ret = tallyd_ctl_parse(buf, len, &r, why, sizeof(why));
@@ -248,10 +333,7 @@ handle(struct tallyd *d, struct tallyd_ctl_client *c, const char *buf,
 	case TALLYD_CTL_JOB_CREATE:
 		return do_create(d, &r);
 	case TALLYD_CTL_JOB_LIST:
-		a = json_array();
-		for (j = d->jobs; j != NULL; j = j->next)
-			json_array_append_new(a, tallyd_job_json(j, false));
-		return json_pack("{s:i, s:o}", "errno", 0, "jobs", a);
+		return do_list(d, &r);
 	case TALLYD_CTL_JOB_SHOW:
 	case TALLYD_CTL_JOB_DELETE:
 		j = tallyd_job_find(d, r.name);

@@ -30,7 +30,8 @@ static const struct cmd cmds[TALLYD_CTL_MAX_] = {
 		"{\"name\", \"world\", \"window\"?, \"max_elems\"?, "
 		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?, "
 		"\"codec\"?: SPEC}" },
-	[TALLYD_CTL_JOB_LIST] = { "job_list", { NULL }, "{}" },
+	[TALLYD_CTL_JOB_LIST] = { "job_list", { "after", "limit", NULL },
+		"{\"after\"?: ID, \"limit\"?: N}" },
 	[TALLYD_CTL_JOB_SHOW] = { "job_show", { "name", NULL }, "{\"name\"}" },
 	[TALLYD_CTL_JOB_DELETE] = { "job_delete", { "name", NULL },
 		"{\"name\"}" },
@@ -186,6 +187,11 @@ tallyd_ctl_parse(const char *buf, size_t len, struct tallyd_ctl_req *r,
 	}
 	if (r->cmd == TALLYD_CTL_JOB_CREATE)
 		ret = parse_create(o, r, why, wlen);
+	if (r->cmd == TALLYD_CTL_JOB_LIST)
+		ret = opt_uint(o, "after", 0, UINT16_MAX, &r->after,
+			&r->paged, why, wlen) ? -EINVAL : opt_uint(o, "limit",
+			1, TALLYD_CTL_LIMIT_MAX, &r->limit, &r->paged, why,
+			wlen);
 out:
 	json_decref(o);
 	return ret;

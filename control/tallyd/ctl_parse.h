@@ -38,7 +38,14 @@ struct tallyd_ctl_req {
 	unsigned int idle_timeout_s;
 	bool has_idle_timeout;			/* else: the daemon's */
 	char codec[TALLY_CODEC_SPEC_MAX];	/* canonical spec; "fixp" */
+	/* job_list: a page of the jobs with an id above after */
+	unsigned int after;
+	unsigned int limit;			/* 0: as many as fit */
+	bool paged;				/* after or limit given */
 };
+
+/* The largest job_list "limit". */
+#define TALLYD_CTL_LIMIT_MAX	65535
 
 /* The command's name and usage line, for list_commands. */
 const char *tallyd_ctl_cmd_name(enum tallyd_ctl_cmd c);

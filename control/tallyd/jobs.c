@@ -79,7 +79,7 @@ tallyd_job_create(struct tallyd *d, const struct tallyd_job *tmpl,
 	char token_hex[TALLY_RDV_TOKEN_HEX + 1])
 {
 	uint8_t token[32];
-	struct tallyd_job *j, **pp;
+	struct tallyd_job *j;
 	uint32_t id;
 
 	if (tallyd_job_find(d, tmpl->name) != NULL) {
@@ -118,13 +118,24 @@ tallyd_job_create(struct tallyd *d, const struct tallyd_job *tmpl,
 	sodium_bin2hex(token_hex, TALLY_RDV_TOKEN_HEX + 1, token,
 		sizeof(token));
 	sodium_memzero(token, sizeof(token));
-	/* Keep the list in creation order, for listings. */
-	for (pp = &d->jobs; *pp != NULL; pp = &(*pp)->next)
-		;
-	*pp = j;
-	d->njobs++;
+	tallyd_job_link(d, j);
 	return j;
 }
+
+void
+tallyd_job_link(struct tallyd *d, struct tallyd_job *j)
+{
+	struct tallyd_job **pp;
+
+	/* In id order: listings page through it by id. */
+	for (pp = &d->jobs; *pp != NULL && (*pp)->id < j->id;
+			pp = &(*pp)->next)
+		;
+	j->next = *pp;
+	*pp = j;
+	d->njobs++;
+}
+
 
 void
 tallyd_job_free(struct tallyd *d, struct tallyd_job *j)
@@ -304,6 +315,8 @@ tallyd_stats_json(const struct tallyd *d)
 	json_object_set_new(o, "dp_stale_removed",
 		json_integer((json_int_t)d->st.dp_stale_removed));
 	rdv_stats(d, o);
+	json_object_set_new(o, "ctl_send_failures",
+		json_integer((json_int_t)d->st.ctl_send_failures));
 	return o;
 }
 

@@ -368,6 +368,9 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 		"tallyd_dp_stale_removed_total", "counter",
 		"Jobs removed from tally-dp that tallyd does not own."));
 	render_rdv(r, t);
+	scalar(r, t, "ctl_send_failures", FAMILY(
+		"tallyd_ctl_send_failures_total", "counter",
+		"Control socket replies that could not be sent."));
 }
 
 /* A job counter's key and the family it becomes. */

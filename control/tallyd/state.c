@@ -252,15 +252,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 		ctr_load(base, &j->base);
 	if (lst != NULL)
 		ctr_load(lst, &j->last);
-	j->next = NULL;
-	{
-		struct tallyd_job **pp;
-
-		for (pp = &d->jobs; *pp != NULL; pp = &(*pp)->next)
-			;
-		*pp = j;
-	}
-	d->njobs++;
+	tallyd_job_link(d, j);
 	return 0;
 }
 

@@ -208,6 +208,7 @@ struct tallyd_stats {
 	uint64_t rdv_fd_backoffs;	/* listener rested: no descriptors */
 	uint64_t rdv_handshake_timeouts;	/* no join in handshake_ms */
 	uint64_t rdv_tls_failures;	/* failed handshakes, cleartext joins */
+	uint64_t ctl_send_failures;	/* control replies that could not be sent */
 };
 
 struct tallyd_dpc;
@@ -252,6 +253,9 @@ struct tallyd_job *tallyd_job_find_id(struct tallyd *d, uint16_t id);
  */
 struct tallyd_job *tallyd_job_create(struct tallyd *d,
 	const struct tallyd_job *j, char token_hex[TALLY_RDV_TOKEN_HEX + 1]);
+
+/* Puts j (not in the list yet) into d's list, which is in id order. */
+void tallyd_job_link(struct tallyd *d, struct tallyd_job *j);
 
 /* Unlinks and frees j; its joiners must be gone. */
 void tallyd_job_free(struct tallyd *d, struct tallyd_job *j);
@@ -379,7 +383,17 @@ unsigned int tallyd_ctl_pollfds(struct tallyd *d, struct pollfd *p,
 	unsigned int max);
 void tallyd_ctl_accept(struct tallyd *d);
 void tallyd_ctl_event(struct tallyd *d, int fd, short revents);
-/* Sends a reply to a client, if it is still connected. Consumes r. */
+/*
+ * The largest control-socket reply (docs/control.md): listings are paged
+ * to fit it, and any other reply over it becomes an EMSGSIZE error.
+ */
+#define TALLYD_CTL_REPLY_MAX	(64 * 1024)
+
+/*
+ * Sends a reply to a client, if it is still connected (c NULL: none).
+ * Consumes r (NULL: out of memory). A reply that cannot be sent is
+ * counted in ctl_send_failures and logged.
+ */
 void tallyd_ctl_reply(struct tallyd *d, struct tallyd_ctl_client *c,
 	json_t *r);
 

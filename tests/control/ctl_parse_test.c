@@ -36,6 +36,16 @@ good_requests(void **state)
 	assert_int_equal(r.cmd, TALLYD_CTL_PING);
 	assert_int_equal(parse("{\"cmd\":\"job_list\"}", &r), 0);
 	assert_int_equal(r.cmd, TALLYD_CTL_JOB_LIST);
+	assert_false(r.paged);
+	assert_int_equal(r.limit, 0);
+	assert_int_equal(parse("{\"cmd\":\"job_list\",\"after\":65535,"
+		"\"limit\":1}", &r), 0);
+	assert_true(r.paged);
+	assert_int_equal(r.after, 65535);
+	assert_int_equal(r.limit, 1);
+	assert_int_equal(parse("{\"cmd\":\"job_list\",\"after\":0}", &r),
+		0);
+	assert_true(r.paged);
 	assert_int_equal(parse("{\"cmd\":\"stats\"}", &r), 0);
 	assert_int_equal(parse("{\"cmd\":\"list_commands\"}", &r), 0);
 	assert_int_equal(parse("{\"cmd\":\"job_show\",\"name\":\"a.b-c_9\"}",
@@ -90,6 +100,11 @@ bad_requests(void **state)
 		{ "{\"cmd\":\"ping\",\"x\":1}", EINVAL },
 		{ "{\"cmd\":\"ping\",\"cmd\":\"ping\"}", EINVAL },
 		{ "{\"cmd\":\"job_show\"}", EINVAL },
+		{ "{\"cmd\":\"job_list\",\"after\":-1}", EINVAL },
+		{ "{\"cmd\":\"job_list\",\"after\":65536}", EINVAL },
+		{ "{\"cmd\":\"job_list\",\"limit\":0}", EINVAL },
+		{ "{\"cmd\":\"job_list\",\"limit\":\"5\"}", EINVAL },
+		{ "{\"cmd\":\"job_list\",\"name\":\"x\"}", EINVAL },
 		{ "{\"cmd\":\"job_show\",\"name\":\"\"}", EINVAL },
 		{ "{\"cmd\":\"job_show\",\"name\":\"a b\"}", EINVAL },
 		{ "{\"cmd\":\"job_show\",\"name\":7}", EINVAL },

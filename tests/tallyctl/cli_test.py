@@ -72,8 +72,25 @@ REPLIES = {
 }
 
 
+LIST_REQ = {"cmd": "job_list", "limit": 1000}
+
+
 def canned(req):
     return REPLIES[req["cmd"]]
+
+
+def paged(per_page, jobs):
+    """A job_list handler that hands out jobs per_page at a time."""
+    def handler(req):
+        if req["cmd"] != "job_list":
+            return canned(req)
+        rest = [j for j in jobs if j["id"] > req.get("after", 0)]
+        page = rest[:min(per_page, req.get("limit", len(jobs)))]
+        r = {"errno": 0, "jobs": page, "more": len(page) < len(rest)}
+        if r["more"]:
+            r["next"] = page[-1]["id"]
+        return r
+    return handler
 
 
 class FakeTallyd:
@@ -245,8 +262,9 @@ def replies(srv, S, sock):
     want = ("NAME    ID  WORLD  JOINED  STATE    ROUNDS  BYTES_IN\n"
             "resnet   1      4       4  ready     49155  99.0 MiB\n"
             "tiny     2      1       0  waiting       0       0 B\n")
-    ok(r == (0, want, "") and srv.requests == [{"cmd": "job_list"}],
-       "job list: the table, request {cmd: job_list}", *show(*r))
+    ok(r == (0, want, "") and srv.requests == [LIST_REQ],
+       "job list: the table, request {cmd: job_list, limit: 1000}",
+       *show(*r))
     for where in (["job", "list", "--json"], ["job", "--json", "list"]):
         rc, out, err = run(*S, *where)
         ok(rc == 0 and json.loads(out) == {"jobs": LISTED},
@@ -256,6 +274,30 @@ def replies(srv, S, sock):
     r = run(*S, "job", "list")
     ok(r == (0, "no jobs\n", ""), "job list with no jobs: 'no jobs'",
        *show(*r))
+
+    many = [dict(LISTED[1], name="j%d" % i, id=i) for i in range(1, 8)]
+    srv.reset(paged(3, many))
+    rc, out, err = run(*S, "--json", "job", "list")
+    ok(rc == 0 and json.loads(out) == {"jobs": many} and
+       srv.requests == [LIST_REQ, dict(LIST_REQ, after=3),
+                        dict(LIST_REQ, after=6)],
+       "job list follows the pages (more, next -> after): one array",
+       out, err, srv.requests)
+    srv.reset(paged(3, many))
+    rc, out, err = run(*S, "job", "list")
+    ok(rc == 0 and re.findall(r"^(j\d) ", out, re.M) ==
+       ["j%d" % i for i in range(1, 8)], "job list (text): every page's rows",
+       out, err)
+    srv.reset(lambda req: {"errno": 0, "jobs": many[:2], "more": True,
+                           "next": req.get("after", 0)})
+    r = run(*S, "job", "list")
+    ok(r[0] == 3 and r[1] == "" and "does not move on" in r[2] and
+       len(srv.requests) == 2,
+       "a page whose next does not move on: exit 3, no loop", *show(*r))
+    srv.reset(lambda req: {"errno": 0, "jobs": many[:2], "more": True})
+    r = run(*S, "job", "list")
+    ok(r[0] == 3 and "does not move on" in r[2],
+       "more without next: exit 3", *show(*r))
 
     srv.reset()
     rc, out, err = run(*S, "job", "show", "resnet")
@@ -493,7 +535,7 @@ def top(srv, S, sock):
        len(rows) == 2,
        "top --count 2 (no tty): two frames, a blank line between, no ANSI",
        *show(rc, out, err))
-    ok(srv.requests == [{"cmd": "job_list"}, {"cmd": "stats"}] * 3,
+    ok(srv.requests == [LIST_REQ, {"cmd": "stats"}] * 3,
        "top: a job_list and a stats request per sample", srv.requests)
     # 1000 rounds per sample, 0.2 s apart or a little more.
     ok(len(rows) == 2 and all(2000 < float(r[0]) <= 5100 and

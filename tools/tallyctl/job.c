@@ -171,7 +171,7 @@ job_list(struct tallyctl *g, int argc, char **argv)
 
 	if (tallyctl_args(g, argc, argv, NULL, NULL, &ret) != 0)
 		return ret;
-	ret = tallyctl_call(g, json_pack("{s:s}", "cmd", "job_list"), &reply);
+	ret = tallyctl_call_list(g, "job_list", "jobs", &reply);
 	if (ret != 0)
 		return ret;
 	if (g->json)

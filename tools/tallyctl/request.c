@@ -12,6 +12,9 @@
 
 #define JSON_FLAGS	JSON_REAL_PRECISION(10)
 
+/* The most items tallyctl asks for a page (tallyd may send fewer). */
+#define TALLYCTL_PAGE	1000
+
 static void
 unreachable(const struct tallyctl *g, int err)
 {
@@ -78,6 +81,68 @@ tallyctl_call(const struct tallyctl *g, json_t *req, json_t **reply)
 			strerror(err));
 	json_decref(r);
 	return TALLYCTL_EXIT_REFUSED;
+}
+
+/*
+ * Adds page's "key" items to *all (the first page becomes *all). Reads
+ * "more" and "next" first. Returns 1 when more pages follow (their cursor
+ * in *after), 0 at the end, -1 for a page that breaks the contract.
+ */
+static int
+add_page(json_t **all, json_t *page, const char *key, json_int_t *after)
+{
+	json_t *items = json_object_get(page, key);
+	json_t *next = json_object_get(page, "next");
+	bool more = json_is_true(json_object_get(page, "more"));
+	int ret = more ? 1 : 0;
+
+	if (!json_is_array(items) || (more && (!json_is_integer(next) ||
+			json_integer_value(next) <= *after)))
+		ret = -1;
+	else if (more)
+		*after = json_integer_value(next);
+	if (ret >= 0 && *all == NULL)
+		*all = json_incref(page);
+	else if (ret >= 0 && json_array_extend(json_object_get(*all, key),
+			items) != 0)
+		ret = -1;
+	json_decref(page);
+	return ret;
+}
+
+int
+tallyctl_call_list(const struct tallyctl *g, const char *cmd,
+	const char *key, json_t **reply)
+{
+	json_int_t after = -1;
+	json_t *all = NULL, *page, *req;
+	int ret, more;
+
+	*reply = NULL;
+	do {
+		req = json_pack("{s:s, s:i}", "cmd", cmd, "limit",
+			TALLYCTL_PAGE);
+		if (req != NULL && after >= 0 && json_object_set_new(req,
+				"after", json_integer(after)) != 0) {
+			json_decref(req);
+			req = NULL;
+		}
+		ret = tallyctl_call(g, req, &page);
+		if (ret != 0) {
+			json_decref(all);
+			return ret;
+		}
+		more = add_page(&all, page, key, &after);
+	} while (more > 0);
+	if (more < 0) {
+		json_decref(all);
+		return tallyctl_bad_reply(g, "a page of the listing without "
+			"its array, or whose \"next\" does not move on");
+	}
+	json_object_del(all, "more");
+	json_object_del(all, "next");
+	*reply = all;
+	return TALLYCTL_EXIT_OK;
 }
 
 int

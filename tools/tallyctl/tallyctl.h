@@ -131,6 +131,16 @@ int tallyctl_args(struct tallyctl *g, int argc, char **argv,
  */
 int tallyctl_call(const struct tallyctl *g, json_t *req, json_t **reply);
 
+/*
+ * A listing (cmd "job_list", its array under key "jobs"), page after
+ * page: requests with a "limit", and each reply with "more" true is
+ * followed by a request with "after" set to its "next" (docs/control.md). Returns as tallyctl_call()
+ * does, with *reply one object holding every page's items under key and
+ * no "more" or "next".
+ */
+int tallyctl_call_list(const struct tallyctl *g, const char *cmd,
+	const char *key, json_t **reply);
+
 /* Prints reply without its "errno" on stdout, as --json asks. Borrows. */
 int tallyctl_print_json(const struct tallyctl *g, const json_t *reply);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tallyctl top [--interval S] [--count N]: every S seconds, a job_list
- * and a stats request, and a frame of rates from the counters' change
+ * (every page of it) and a stats request, and a frame of rates from the counters' change
  * since the sample before (rates.c), printed by format_top.c. On a
  * terminal the screen is cleared before each frame; elsewhere frames are
  * separated by a blank line (--json: one object per line). Stops after N
@@ -84,7 +84,7 @@ sample(const struct tallyctl *g, json_t **list, json_t **stats, double *t)
 {
 	int ret;
 
-	ret = tallyctl_call(g, json_pack("{s:s}", "cmd", "job_list"), list);
+	ret = tallyctl_call_list(g, "job_list", "jobs", list);
 	if (ret != 0)
 		return ret;
 	ret = tallyctl_call(g, json_pack("{s:s}", "cmd", "stats"), stats);
