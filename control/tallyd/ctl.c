@@ -192,7 +192,7 @@ err_reply(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static json_t *
 err_reply(int err, const char *fmt, ...)
 {
-	char buf[320];
+	char buf[640];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -237,7 +237,14 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	if (j == NULL)
 		return err_reply(errno, "cannot create job '%s': %s", r->name,
 			strerror(errno));
-	d->state_dirty = true;
+	/* On disk before the reply; not at all if it cannot be. */
+	if ((ret = tallyd_state_save(d)) != 0) {
+		tallyd_job_free(d, j);
+		sodium_memzero(token, sizeof(token));
+		tallyd_log("job '%s' not created: %s", r->name, d->sf.error);
+		return err_reply(-ret, "job '%s' not created: %s", r->name,
+			d->sf.error);
+	}
 	tallyd_log("job '%s' (id %u, world %u) created", j->name, j->id,
 		j->world);
 	o = json_pack("{s:i, s:o, s:s}", "errno", 0, "job",

@@ -136,7 +136,6 @@ tallyd_job_link(struct tallyd *d, struct tallyd_job *j)
 	d->njobs++;
 }
 
-
 void
 tallyd_job_free(struct tallyd *d, struct tallyd_job *j)
 {
@@ -317,13 +316,15 @@ tallyd_stats_json(const struct tallyd *d)
 	rdv_stats(d, o);
 	json_object_set_new(o, "ctl_send_failures",
 		json_integer((json_int_t)d->st.ctl_send_failures));
+	tallyd_state_stats(d, o);
 	return o;
 }
 
 /*
  * Deletion: refuse new joins and fail the waiting ones, then wait until a
  * poll sees no traffic (in-flight rounds finished) or the drain timeout
- * passes, then remove from tally-dp and forget. The removal is a request
+ * passes, then remove from tally-dp and finish (the state file first:
+ * tallyd_job_delete_finish()). The removal is a request
  * like any other (dpc_ops.c): its reply runs the step again. While
  * tally-dp is down nothing waits for it: the poll that reaches it again
  * removes the job there (tallyd no longer owns it).
@@ -358,18 +359,6 @@ delete_ready(struct tallyd *d, struct tallyd_job *j, int64_t now)
 	return tallyd_dpc_remove(d, j) != 0;
 }
 
-/* The end of a deletion: j is gone from tally-dp (or cannot be reached). */
-static void
-delete_finish(struct tallyd *d, struct tallyd_job *j)
-{
-	tallyd_log("job '%s' (id %u) deleted", j->name, j->id);
-	if (j->drain_waiter != NULL)
-		tallyd_ctl_reply(d, j->drain_waiter,
-			json_pack("{s:i}", "errno", 0));
-	tallyd_job_free(d, j);
-	d->state_dirty = true;
-}
-
 void
 tallyd_job_delete_step(struct tallyd *d, int64_t now)
 {
@@ -378,6 +367,33 @@ tallyd_job_delete_step(struct tallyd *d, int64_t now)
 	for (j = d->jobs; j != NULL; j = next) {
 		next = j->next;
 		if (j->draining && delete_ready(d, j, now))
-			delete_finish(d, j);
+			tallyd_job_delete_finish(d, j);
 	}
+}
+
+void
+tallyd_job_delete_finish(struct tallyd *d, struct tallyd_job *j)
+{
+	struct tallyd_ctl_client *w = j->drain_waiter;
+	char why[600];
+	int ret;
+
+	ret = tallyd_state_save_except(d, j);
+	if (ret == 0) {
+		tallyd_log("job '%s' (id %u) deleted", j->name, j->id);
+		if (w != NULL)
+			tallyd_ctl_reply(d, w, json_pack("{s:i}", "errno", 0));
+		tallyd_job_free(d, j);
+		return;
+	}
+	/* As before the delete; tallyd_dpc_poll() puts a membership back. */
+	j->draining = false;
+	j->drain_waiter = NULL;
+	snprintf(why, sizeof(why), "job '%s' not deleted: %s", j->name,
+		d->sf.error);
+	tallyd_log("%s; it stays%s", why, j->has_members && !j->in_dp ?
+		", and its membership goes back into tally-dp" : "");
+	if (w != NULL)
+		tallyd_ctl_reply(d, w, json_pack("{s:i, s:s}", "errno", -ret,
+			"error", why));
 }

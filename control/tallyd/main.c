@@ -7,7 +7,8 @@
  * SIGINT or SIGTERM.
  *
  * Exit status: 0 after a signal, 1 when a socket or the state file cannot
- * be set up, 2 for bad arguments or configuration.
+ * be set up or the last save before exiting fails, 2 for bad arguments or
+ * configuration.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -45,13 +46,19 @@ usage(FILE *f)
 "Keys and the protocols are in docs/control.md; see also tallyd(8).\n");
 }
 
-/* Idle jobs (no traffic, no joins for their idle timeout) go away. */
+/*
+ * Idle jobs (no traffic, no joins for their idle timeout) go away; not
+ * while the state file cannot be written, as their deletion could not
+ * finish (tallyd_job_delete_finish()).
+ */
 static void
 expire_idle(struct tallyd *d)
 {
 	int64_t now = tallyd_wall_s();
 	struct tallyd_job *j, *next;
 
+	if (d->sf.failing)
+		return;
 	for (j = d->jobs; j != NULL; j = next) {
 		next = j->next;
 		if (j->idle_timeout_s == 0 || j->draining || j->njoined > 0 ||
@@ -151,7 +158,7 @@ run(struct tallyd *d, int sfd)
 	}
 	while (!d->stop) {
 		unsigned int n = 0, nctl, nrdv, i, idp;
-		int64_t now = tallyd_now_ms(), wait, dpw;
+		int64_t now = tallyd_now_ms(), wait, dpw, save;
 		int timeout;
 
 		if (now >= next_poll) {
@@ -166,10 +173,9 @@ run(struct tallyd *d, int sfd)
 		dpw = tallyd_dpc_timers(d, now);
 		if (dpw < wait)
 			wait = dpw;
-		if (d->state_dirty) {
-			tallyd_state_save(d);
-			d->state_dirty = false;
-		}
+		save = tallyd_state_flush(d, now);
+		if (save >= 0 && save < wait)
+			wait = save;
 
 		p[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 		p[n++] = (struct pollfd){ .fd = d->ctl_fd, .events = POLLIN };
@@ -345,7 +351,11 @@ main(int argc, char **argv)
 	}
 	log_start(&d);
 	run(&d, sfd);
-	tallyd_state_save(&d);
+	if (tallyd_state_save(&d) != 0) {
+		fprintf(stderr, "tallyd: stopping: %s; the file keeps what the "
+			"last good save wrote\n", d.sf.error);
+		status = 1;
+	}
 	tallyd_http_stop(d.http);
 out_rdv:
 	tallyd_rdv_close_all(&d);

@@ -371,6 +371,15 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 	scalar(r, t, "ctl_send_failures", FAMILY(
 		"tallyd_ctl_send_failures_total", "counter",
 		"Control socket replies that could not be sent."));
+	scalar(r, t, "state_saves", FAMILY(
+		"tallyd_state_saves_total", "counter",
+		"Writes of the state file that reached the disk."));
+	scalar(r, t, "state_save_failures", FAMILY(
+		"tallyd_state_save_failures_total", "counter",
+		"Writes of the state file that failed."));
+	scalar(r, t, "state_unsaved", FAMILY(
+		"tallyd_state_unsaved", "gauge",
+		"1 while tallyd holds changes the state file lacks, else 0."));
 }
 
 /* A job counter's key and the family it becomes. */

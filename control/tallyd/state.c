@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -101,56 +103,175 @@ write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-int
-tallyd_state_save(struct tallyd *d)
+/* Where saves go: the file, or its symlink's target once loaded. */
+static const char *
+state_path(const struct tallyd *d)
 {
-	char tmp[300], dir[256];
+	return d->sf.path[0] != '\0' ? d->sf.path : d->conf.state_file;
+}
+
+/* The file's text: every job but skip. Caller frees; NULL: no memory. */
+static char *
+state_text(const struct tallyd *d, const struct tallyd_job *skip)
+{
 	json_t *root, *jobs = json_array();
-	struct tallyd_job *j;
+	const struct tallyd_job *j;
 	char *text;
-	int fd, ret;
 
 	for (j = d->jobs; j != NULL; j = j->next)
-		json_array_append_new(jobs, job_state_json(j));
+		if (j != skip && json_array_append_new(jobs,
+				job_state_json(j)) != 0) {
+			json_decref(jobs);
+			return NULL;
+		}
 	root = json_pack("{s:i, s:I, s:o}", "version", STATE_VERSION,
 		"next_epoch", (json_int_t)d->next_epoch, "jobs", jobs);
 	text = root != NULL ? json_dumps(root, JSON_INDENT(1)) : NULL;
 	json_decref(root);
-	if (text == NULL)
-		return -ENOMEM;
+	return text;
+}
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", d->conf.state_file);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		ret = -errno;
-		goto out_free;
-	}
+/*
+ * Writes text to tmp (created 0600, fsynced) and renames it over path.
+ * *step names what failed. Leaves no tmp behind on failure.
+ */
+static int
+write_rename(const char *tmp, const char *path, const char *text,
+	const char **step)
+{
+	int fd, ret;
+
+	*step = "creating the temporary file";
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		0600);
+	if (fd < 0)
+		return -errno;
+	*step = "writing the temporary file";
 	ret = write_all(fd, text, strlen(text));
 	if (ret == 0)
 		ret = write_all(fd, "\n", 1);
-	if (ret == 0 && fsync(fd) != 0)
+	if (ret == 0 && fsync(fd) != 0) {
+		*step = "syncing the temporary file";
 		ret = -errno;
-	if (close(fd) != 0 && ret == 0)
-		ret = -errno;
-	if (ret == 0 && rename(tmp, d->conf.state_file) != 0)
-		ret = -errno;
-	if (ret != 0) {
-		unlink(tmp);
-		goto out_free;
 	}
-	/* The rename is durable once the directory is. */
-	snprintf(dir, sizeof(dir), "%s", d->conf.state_file);
-	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
+	if (close(fd) != 0 && ret == 0) {
+		*step = "closing the temporary file";
+		ret = -errno;
 	}
-out_free:
-	free(text);
+	if (ret == 0 && rename(tmp, path) != 0) {
+		*step = "renaming the temporary file over it";
+		ret = -errno;
+	}
 	if (ret != 0)
-		tallyd_log("cannot write state file %s: %s",
-			d->conf.state_file, strerror(-ret));
+		unlink(tmp);
 	return ret;
+}
+
+/*
+ * One durable write of text. The directory is opened first, so that a
+ * shortage of file descriptors fails before anything changes, and
+ * fsynced after the rename, which makes the rename itself durable.
+ */
+static int
+write_durably(const char *path, const char *text, const char **step)
+{
+	char tmp[sizeof(((struct tallyd_statefile *)0)->path) + 8];
+	char dir[sizeof(tmp)];
+	int dfd, ret;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	*step = "opening its directory";
+	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	ret = write_rename(tmp, path, text, step);
+	if (ret == 0 && fsync(dfd) != 0) {
+		*step = "syncing its directory";
+		ret = -errno;
+	}
+	close(dfd);
+	return ret;
+}
+
+/* A failed save: counted, kept for stats, logged (not every retry). */
+static void
+save_failed(struct tallyd *d, int err, const char *step)
+{
+	int64_t now = tallyd_now_ms();
+	char was[sizeof(d->sf.error)];
+
+	d->st.state_save_failures++;
+	d->sf.streak++;
+	d->sf.failing = true;
+	d->sf.retry_ms = now + 1000;
+	d->state_dirty = true;
+	memcpy(was, d->sf.error, sizeof(was));
+	snprintf(d->sf.error, sizeof(d->sf.error),
+		"cannot save state file %.400s: %s", state_path(d),
+		strerror(err));
+	d->sf.error_at = tallyd_wall_s();
+	if (strcmp(was, d->sf.error) == 0 && d->sf.streak > 1 &&
+			now - d->sf.logged_ms < 60000)
+		return;
+	d->sf.logged_ms = now;
+	tallyd_log("%s (%s; %u failed in a row)", d->sf.error, step,
+		d->sf.streak);
+}
+
+int
+tallyd_state_save_except(struct tallyd *d, const struct tallyd_job *skip)
+{
+	const char *step = "rendering";
+	char *text = state_text(d, skip);
+	int ret = text != NULL ? write_durably(state_path(d), text, &step) :
+		-ENOMEM;
+
+	free(text);
+	if (ret != 0) {
+		save_failed(d, -ret, step);
+		return ret;
+	}
+	if (d->sf.failing)
+		tallyd_log("state file %s saved again, after %u failed "
+			"attempts", state_path(d), d->sf.streak);
+	d->st.state_saves++;
+	d->sf.failing = false;
+	d->sf.streak = 0;
+	d->state_dirty = false;
+	return 0;
+}
+
+int
+tallyd_state_save(struct tallyd *d)
+{
+	return tallyd_state_save_except(d, NULL);
+}
+
+int64_t
+tallyd_state_flush(struct tallyd *d, int64_t now)
+{
+	if (!d->state_dirty)
+		return -1;
+	if (!d->sf.failing || now >= d->sf.retry_ms)
+		tallyd_state_save(d);
+	if (!d->state_dirty)
+		return -1;
+	return d->sf.retry_ms > now ? d->sf.retry_ms - now : 0;
+}
+
+void
+tallyd_state_stats(const struct tallyd *d, json_t *o)
+{
+	json_object_set_new(o, "state_saves",
+		json_integer((json_int_t)d->st.state_saves));
+	json_object_set_new(o, "state_save_failures",
+		json_integer((json_int_t)d->st.state_save_failures));
+	json_object_set_new(o, "state_unsaved", json_boolean(d->state_dirty));
+	json_object_set_new(o, "state_last_error", d->sf.error[0] != '\0' ?
+		json_string(d->sf.error) : json_null());
+	json_object_set_new(o, "state_last_error_at", d->sf.error[0] != '\0' ?
+		json_integer((json_int_t)d->sf.error_at) : json_null());
 }
 
 static int
@@ -256,6 +377,73 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	return 0;
 }
 
+/* why gets "WHAT PATH is a symlink to TARGET, which does not exist". */
+static int
+dangling(const char *what, const char *path, char *why, size_t wlen)
+{
+	char to[512];
+	ssize_t n = readlink(path, to, sizeof(to) - 1);
+
+	to[n > 0 ? n : 0] = '\0';
+	snprintf(why, wlen, "%s %s is a symlink to %s, which does not exist",
+		what, path, n > 0 ? to : "?");
+	return -ENOENT;
+}
+
+/*
+ * Checks the state file's directory and the file before a load; a
+ * symlinked file's target becomes d->sf.path. Returns 1 for a first start
+ * (no file, in a directory that exists), 0 for a file to read, or -errno
+ * with why.
+ */
+static int
+state_locate(struct tallyd *d, char *why, size_t wlen)
+{
+	const char *path = d->conf.state_file;
+	char buf[sizeof(d->conf.state_file)], *dir;
+	struct stat st;
+	int err;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	dir = dirname(buf);
+	if (stat(dir, &st) != 0) {
+		err = errno;
+		if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+			return dangling("state directory", dir, why, wlen);
+		snprintf(why, wlen, "state directory %s: %s (it must exist "
+			"and be writable)", dir, strerror(err));
+		return -err;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, wlen, "state directory %s is not a directory",
+			dir);
+		return -ENOTDIR;
+	}
+	if (lstat(path, &st) != 0) {
+		err = errno;
+		if (err == ENOENT)
+			return 1;
+		snprintf(why, wlen, "state file %s: %s", path, strerror(err));
+		return -err;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		char *to = realpath(path, NULL);
+
+		if (to == NULL)
+			return dangling("state file", path, why, wlen);
+		snprintf(d->sf.path, sizeof(d->sf.path), "%s", to);
+		free(to);
+		if (stat(d->sf.path, &st) != 0)
+			st.st_mode = 0;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, wlen, "state file %s is not a regular file",
+			path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int
 tallyd_state_load(struct tallyd *d, char *why, size_t wlen)
 {
@@ -263,12 +451,13 @@ tallyd_state_load(struct tallyd *d, char *why, size_t wlen)
 	json_t *root, *jobs, *o;
 	json_int_t version, next_epoch;
 	size_t i;
-	int ret = 0;
+	int ret;
 
-	root = json_load_file(d->conf.state_file, JSON_REJECT_DUPLICATES, &err);
+	ret = state_locate(d, why, wlen);
+	if (ret != 0)
+		return ret > 0 ? 0 : ret;	/* 1: first start */
+	root = json_load_file(state_path(d), JSON_REJECT_DUPLICATES, &err);
 	if (root == NULL) {
-		if (access(d->conf.state_file, F_OK) != 0 && errno == ENOENT)
-			return 0;	/* first start */
 		snprintf(why, wlen, "%s:%d: %s", d->conf.state_file, err.line,
 			err.text);
 		return -EINVAL;

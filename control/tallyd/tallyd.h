@@ -208,7 +208,20 @@ struct tallyd_stats {
 	uint64_t rdv_fd_backoffs;	/* listener rested: no descriptors */
 	uint64_t rdv_handshake_timeouts;	/* no join in handshake_ms */
 	uint64_t rdv_tls_failures;	/* failed handshakes, cleartext joins */
+	uint64_t state_saves;		/* state file written */
+	uint64_t state_save_failures;	/* writes that failed */
 	uint64_t ctl_send_failures;	/* control replies that could not be sent */
+};
+
+/* The state file's health (state.c). */
+struct tallyd_statefile {
+	char path[4096];	/* state_file, a symlink resolved; "": as is */
+	bool failing;		/* the last save failed */
+	int64_t retry_ms;	/* when the main loop tries again (monotonic) */
+	unsigned int streak;	/* failed saves since the last good one */
+	int64_t logged_ms;	/* when a failure was last logged */
+	char error[512];	/* the last failure's sentence; "" if none */
+	int64_t error_at;	/* and when (Unix seconds) */
 };
 
 struct tallyd_dpc;
@@ -232,7 +245,8 @@ struct tallyd {
 	struct tallyd_rdv *rdv;		/* its connections (rdv.h) */
 	struct tallyd_http *http;	/* NULL: metrics off */
 
-	bool state_dirty;		/* save at the end of this loop turn */
+	bool state_dirty;		/* memory has changes the file lacks */
+	struct tallyd_statefile sf;
 	volatile int stop;
 };
 
@@ -275,9 +289,37 @@ json_t *tallyd_job_json(const struct tallyd_job *j, bool with_members);
 /* tallyd's "stats"/"tallyd" object. */
 json_t *tallyd_stats_json(const struct tallyd *d);
 
-/* state.c */
+/*
+ * state.c. tallyd_state_save_except() writes every job but skip (NULL:
+ * all of them) to the state file, durably: a temporary file beside it,
+ * written and fsynced, renamed over it, and the directory fsynced. It
+ * returns 0 (d->state_dirty cleared), or -errno of the first step that
+ * failed, with "cannot save state file PATH: REASON" in d->sf.error, the
+ * failure counted and logged, and d->state_dirty set so that
+ * tallyd_state_flush() tries again. Whoever replies to a change calls it
+ * before the reply; changes nobody is told about set d->state_dirty.
+ */
+int tallyd_state_save_except(struct tallyd *d, const struct tallyd_job *skip);
 int tallyd_state_save(struct tallyd *d);
+
+/*
+ * The main loop's save: writes when d->state_dirty, a failed save again
+ * a second later. Returns the milliseconds until it wants to run again
+ * (-1: nothing pending).
+ */
+int64_t tallyd_state_flush(struct tallyd *d, int64_t now);
+
+/*
+ * Reads the state file. A missing file in an existing directory is a
+ * first start (0, no jobs); a missing directory, a dangling symlink (the
+ * directory or the file) or a file that does not parse is an error
+ * (-errno, why says which). A symlinked file is written through to its
+ * target from then on.
+ */
 int tallyd_state_load(struct tallyd *d, char *why, size_t wlen);
+
+/* Adds the state file's counters and last error to a stats object. */
+void tallyd_state_stats(const struct tallyd *d, json_t *o);
 
 /*
  * dpc.c: tally-dp's admin socket, never waited on: requests are queued
@@ -401,6 +443,16 @@ void tallyd_ctl_reply(struct tallyd *d, struct tallyd_ctl_client *c,
 void tallyd_job_delete_start(struct tallyd *d, struct tallyd_job *j,
 	struct tallyd_ctl_client *waiter);
 void tallyd_job_delete_step(struct tallyd *d, int64_t now);
+
+/*
+ * The end of a deletion, once j is out of tally-dp (or its drain timed
+ * out): the state file is written without j before anyone is told. Then
+ * j is freed and its waiter gets {"errno": 0}. If the write fails, j is
+ * kept as it was before the delete (not draining; a membership it had
+ * is programmed into tally-dp again at the next poll) and the waiter gets
+ * the save's errno and sentence.
+ */
+void tallyd_job_delete_finish(struct tallyd *d, struct tallyd_job *j);
 
 /* Logging to stderr (journald adds the time). */
 void tallyd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

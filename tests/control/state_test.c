@@ -2,8 +2,9 @@
 /*
  * Jobs and the state file: creation (ids, tokens shown once and checked
  * by hash), a save and a load that give back the same jobs, memberships
- * and counters, an atomic write that leaves no temporary file, and clear
- * refusals of damaged files.
+ * and counters, an atomic write that leaves no temporary file, clear
+ * refusals of damaged files, a missing directory and dangling symlinks,
+ * failed saves counted and retried, and jobs kept in id order.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -233,6 +234,146 @@ damaged_files_are_refused(void **state)
 	}
 }
 
+/* A save that fails: the errno, the sentence, counted, retried later. */
+static void
+failed_save_is_counted_and_retried(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd *d = &f->d;
+	char t[65], want[400], tmp[300];
+	int64_t now = tallyd_now_ms();
+
+	mk(d, "a", 2, t);
+	assert_int_equal(tallyd_state_flush(d, now), -1);	/* clean */
+	assert_int_equal(rmdir(f->dir), 0);
+	assert_int_equal(tallyd_state_save(d), -ENOENT);
+	snprintf(want, sizeof(want), "cannot save state file %s: %s",
+		d->conf.state_file, strerror(ENOENT));
+	assert_string_equal(d->sf.error, want);
+	assert_int_equal(d->st.state_save_failures, 1);
+	assert_int_equal(d->st.state_saves, 0);
+	assert_true(d->state_dirty);
+	assert_true(d->sf.failing);
+	/* Not again before its time; then again, and it works. */
+	assert_true(tallyd_state_flush(d, now) > 0);
+	assert_int_equal(d->st.state_save_failures, 1);
+	assert_int_equal(mkdir(f->dir, 0700), 0);
+	assert_int_equal(tallyd_state_flush(d, tallyd_now_ms() + 1000), -1);
+	assert_int_equal(d->st.state_saves, 1);
+	assert_false(d->state_dirty);
+	assert_false(d->sf.failing);
+	assert_string_equal(d->sf.error, want);		/* the last one, kept */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->conf.state_file);
+	assert_int_equal(access(tmp, F_OK), -1);
+}
+
+/* A delete is saved without its job before the job is freed. */
+static void
+save_except_leaves_one_out(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd *d = &f->d, e = { .ctl_fd = -1, .rdv_fd = -1 };
+	struct tallyd_job *b;
+	char t[65], why[300] = "";
+
+	mk(d, "a", 1, t);
+	b = mk(d, "b", 1, t);
+	mk(d, "c", 1, t);
+	assert_int_equal(tallyd_state_save_except(d, b), 0);
+	assert_int_equal(d->njobs, 3);
+	e.conf = d->conf;
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), 0);
+	assert_int_equal(e.njobs, 2);
+	assert_non_null(tallyd_job_find(&e, "a"));
+	assert_null(tallyd_job_find(&e, "b"));
+	assert_non_null(tallyd_job_find(&e, "c"));
+	free_jobs(&e);
+}
+
+/* Jobs are listed (and saved) in id order: a reused id comes first. */
+static void
+jobs_are_in_id_order(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd *d = &f->d, e = { .ctl_fd = -1, .rdv_fd = -1 };
+	char t[65], why[300] = "";
+
+	mk(d, "a", 1, t);
+	mk(d, "b", 1, t);
+	mk(d, "c", 1, t);
+	tallyd_job_free(d, tallyd_job_find(d, "a"));
+	assert_int_equal(mk(d, "d", 1, t)->id, 1);
+	assert_string_equal(d->jobs->name, "d");
+	assert_string_equal(d->jobs->next->name, "b");
+	assert_int_equal(tallyd_state_save(d), 0);
+	e.conf = d->conf;
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), 0);
+	assert_string_equal(e.jobs->name, "d");
+	assert_string_equal(e.jobs->next->next->name, "c");
+	free_jobs(&e);
+}
+
+/* What tallyd refuses to start over, and a symlink written through. */
+static void
+state_directory_and_symlinks(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd e = { .ctl_fd = -1, .rdv_fd = -1 };
+	char why[600] = "", want[600], p[200], q[200];
+	struct stat st;
+
+	e.conf = f->d.conf;
+	snprintf(e.conf.state_file, sizeof(e.conf.state_file),
+		"%s/none/state.json", f->dir);
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), -ENOENT);
+	snprintf(want, sizeof(want), "state directory %s/none: %s (it must "
+		"exist and be writable)", f->dir, strerror(ENOENT));
+	assert_string_equal(why, want);
+
+	snprintf(p, sizeof(p), "%s/gone", f->dir);
+	snprintf(q, sizeof(q), "%s/link", f->dir);
+	assert_int_equal(symlink(p, q), 0);
+	snprintf(e.conf.state_file, sizeof(e.conf.state_file),
+		"%s/link/state.json", f->dir);
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), -ENOENT);
+	snprintf(want, sizeof(want), "state directory %s is a symlink to %s, "
+		"which does not exist", q, p);
+	assert_string_equal(why, want);
+	unlink(q);
+
+	snprintf(e.conf.state_file, sizeof(e.conf.state_file),
+		"%s/state.json", f->dir);
+	assert_int_equal(symlink(p, e.conf.state_file), 0);
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), -ENOENT);
+	assert_non_null(strstr(why, "is a symlink to"));
+
+	/* A live symlink: saves go to its target, the link stays. */
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(q, sizeof(q), "%s/gone/real.json", f->dir);
+	unlink(e.conf.state_file);
+	assert_int_equal(symlink(q, e.conf.state_file), 0);
+	assert_int_equal(tallyd_state_save(&f->d), 0);	/* writes the link's */
+	assert_int_equal(lstat(f->d.conf.state_file, &st), 0);
+	assert_true(S_ISREG(st.st_mode));		/* ...name: not loaded */
+	unlink(f->d.conf.state_file);
+	assert_int_equal(symlink(q, e.conf.state_file), 0);
+	{
+		FILE *fp = fopen(q, "w");
+
+		fputs("{\"version\":1,\"next_epoch\":3,\"jobs\":[]}", fp);
+		fclose(fp);
+	}
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), 0);
+	assert_int_equal(e.next_epoch, 3);
+	assert_int_equal(tallyd_state_save(&e), 0);
+	assert_int_equal(lstat(e.conf.state_file, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(stat(q, &st), 0);
+	unlink(e.conf.state_file);
+	unlink(q);
+	rmdir(p);
+}
+
 int
 main(void)
 {
@@ -243,6 +384,14 @@ main(void)
 		cmocka_unit_test_setup_teardown(missing_file_is_a_first_start,
 			setup, teardown),
 		cmocka_unit_test_setup_teardown(damaged_files_are_refused,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			failed_save_is_counted_and_retried, setup, teardown),
+		cmocka_unit_test_setup_teardown(save_except_leaves_one_out,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(jobs_are_in_id_order, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(state_directory_and_symlinks,
 			setup, teardown),
 	};
 
