@@ -88,8 +88,9 @@ start_round(struct tally_set *set, const struct tally_hdr *h,
 
 static inline enum tally_verdict_kind
 result(const struct tally_job *job, const struct tally_set *set,
-	unsigned int slot, unsigned int b, enum tally_verdict_kind kind,
-	uint8_t rank, struct tally_verdict *v, const int sparse)
+	unsigned int slot, unsigned int b, uint64_t round,
+	enum tally_verdict_kind kind, struct tally_verdict *v,
+	const int sparse)
 {
 	struct tally_hdr *r = &v->hdr;
 
@@ -101,7 +102,7 @@ result(const struct tally_job *job, const struct tally_set *set,
 	r->enc = set->res_enc;
 	r->job = job->conf.id;
 	r->token = job->conf.token;
-	r->rank = rank;
+	r->rank = TALLY_RANK_ALL;
 	r->status = TALLY_ST_OK;
 	r->slot = (uint16_t)slot;
 	r->offset = set->offset;
@@ -109,55 +110,63 @@ result(const struct tally_job *job, const struct tally_set *set,
 	r->scale_exp = set->scale_exp;
 	/* A block-sparse result names the stream's next round's block. */
 	r->next_block = sparse ? set->next_min : TALLY_NO_BLOCK;
+	r->round = round;
 	v->payload = tally_job_lanes(job, slot, b);
 	v->payload_len = set->res_len;
 	v->kind = kind;
 	return kind;
 }
 
-/*
- * The slot state machine for an authenticated, well-formed contribution
- * from rank h->rank to set b of slot h->slot. sparse is a constant
- * (h carries TALLY_F_SPARSE or not): dense packets run a copy of this
- * code with no block-sparse test left in it.
- */
-static inline __attribute__((always_inline)) enum tally_verdict_kind
-contribute(struct tally_job *job, struct tally_agg_stats *st,
-	const struct tally_hdr *h, const void *payload, struct tally_verdict *v,
-	const int sparse)
+/* A packet of a round its sender has moved past: dropped, counted. */
+static enum tally_verdict_kind
+stale(struct tally_agg_stats *st, struct tally_verdict *v)
 {
-	unsigned int b = (h->flags & TALLY_F_SET) != 0;
-	struct tally_set *cur = tally_job_set(job, h->slot, b);
-	struct tally_set *oth = tally_job_set(job, h->slot, !b);
+	return refuse(st, v, TALLY_ST_STALE);
+}
+
+/*
+ * A contribution from a member already counted in set cur, which holds
+ * the packet's round: a duplicate while the round is open, answered with
+ * the stored result once it is complete.
+ */
+static inline enum tally_verdict_kind
+again(struct tally_job *job, struct tally_agg_stats *st,
+	const struct tally_hdr *h, struct tally_set *cur,
+	struct tally_verdict *v, const int sparse)
+{
+	if (!same_round(cur, h, sparse))
+		return nack(st, v, h, TALLY_ST_MISMATCH);
+	if (!cur->complete) {
+		st->duplicates++;
+		v->kind = TALLY_V_DROP;
+		return v->kind;
+	}
+	st->resent++;
+	return result(job, cur, h->slot, h->round & 1, h->round,
+		TALLY_V_RESEND, v, sparse);
+}
+
+/*
+ * Counts the contribution h (payload borrowed) into set cur, which holds
+ * its round (started here when cur is empty), and completes the round
+ * when every member is in.
+ */
+static inline enum tally_verdict_kind
+count_in(struct tally_job *job, struct tally_agg_stats *st,
+	const struct tally_hdr *h, const void *payload, struct tally_set *cur,
+	struct tally_set *oth, struct tally_verdict *v, const int sparse)
+{
+	unsigned int b = h->round & 1;
 	uint32_t *lanes = tally_job_lanes(job, h->slot, b);
 	uint64_t bit = UINT64_C(1) << h->rank;
 	enum tally_lane_op op = h->type == TALLY_PT_MAX ?
 		TALLY_OP_MAX : TALLY_OP_SUM;
 
-	if (cur->bitmap & bit) {
-		/* Counted before: a retransmission. */
-		if (!same_round(cur, h, sparse))
-			return nack(st, v, h, TALLY_ST_MISMATCH);
-		if (!cur->complete) {
-			st->duplicates++;
-			v->kind = TALLY_V_DROP;
-			return v->kind;
-		}
-		st->resent++;
-		return result(job, cur, h->slot, b, TALLY_V_RESEND, h->rank, v,
-			sparse);
-	}
-	/* Moving to this set means holding the other's result. */
-	if ((oth->bitmap & bit) && !oth->complete)
-		return nack(st, v, h, TALLY_ST_EARLY);
 	if (cur->bitmap == 0) {
 		start_round(cur, h, sparse);
 		if (!sparse || h->count > 0)
 			tally_lanes_init(lanes, payload, op, h->enc, h->count);
 	} else {
-		/* A completed round is kept until every member moved on. */
-		if (cur->complete)
-			return nack(st, v, h, TALLY_ST_EARLY);
 		if (!same_round(cur, h, sparse))
 			return nack(st, v, h, TALLY_ST_MISMATCH);
 		if (!sparse) {
@@ -176,6 +185,7 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 			}
 		}
 	}
+	/* Holding this round proves holding the last one's result. */
 	oth->bitmap &= ~bit;
 	cur->bitmap |= bit;
 	cur->ncontrib++;
@@ -191,8 +201,57 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 		cur->count, job->conf.world);
 	cur->complete = 1;
 	st->completed++;
-	return result(job, cur, h->slot, b, TALLY_V_COMPLETE, TALLY_RANK_ALL, v,
+	return result(job, cur, h->slot, b, h->round, TALLY_V_COMPLETE, v,
 		sparse);
+}
+
+/*
+ * The slot state machine for an authenticated, well-formed contribution
+ * from rank h->rank to round h->round of slot h->slot (docs/protocol.md,
+ * "Rounds"). The slot's latest round L is in set L & 1, L - 1 in the
+ * other set. Round L + 1 starts once L is complete (every member then
+ * holds L - 1's result); L takes contributions while open and answers a
+ * counted member's retransmission with its result once complete, as
+ * L - 1 does for members that have not moved on; anything older is
+ * stale, anything further ahead is early. A fresh slot takes its first
+ * round from its first contribution. sparse is a constant (h carries
+ * TALLY_F_SPARSE or not): dense packets run a copy of this code with no
+ * block-sparse test left in it.
+ */
+static inline __attribute__((always_inline)) enum tally_verdict_kind
+contribute(struct tally_job *job, struct tally_agg_stats *st,
+	const struct tally_hdr *h, const void *payload, struct tally_verdict *v,
+	const int sparse)
+{
+	struct tally_set *sets = tally_job_set(job, h->slot, 0);
+	unsigned int b = h->round & 1;
+	struct tally_set *cur = &sets[b], *oth = &sets[!b];
+	uint64_t bit = UINT64_C(1) << h->rank;
+	int64_t d = (int64_t)(h->round - tally_slot_round(sets));
+
+	if (d == 1 && oth->complete) {
+		/* Every member contributed to L: none holds L - 1 still. */
+		if (cur->bitmap != 0)
+			return nack(st, v, h, TALLY_ST_EARLY);
+		tally_slot_set_round(sets, h->round);
+		return count_in(job, st, h, payload, cur, oth, v, sparse);
+	}
+	if (d == 0 && cur->bitmap != 0) {
+		if (cur->bitmap & bit)
+			return again(job, st, h, cur, v, sparse);
+		if (cur->complete)
+			return stale(st, v);
+		return count_in(job, st, h, payload, cur, oth, v, sparse);
+	}
+	if (d == -1 && (cur->bitmap & bit))
+		return again(job, st, h, cur, v, sparse);
+	if (tally_slot_fresh(sets)) {
+		tally_slot_set_round(sets, h->round);
+		return count_in(job, st, h, payload, cur, oth, v, sparse);
+	}
+	if (d > 0)
+		return nack(st, v, h, TALLY_ST_EARLY);
+	return stale(st, v);
 }
 
 /* A block-sparse contribution: its own copy, out of the dense path. */

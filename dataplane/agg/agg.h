@@ -6,10 +6,11 @@
  * the tests and the benchmarks all call this same code.
  *
  * Slots follow SwitchML's scheme: every slot has two shadow sets used in
- * turn; a worker's contribution to one set tells the aggregator it holds
- * the result of the other, which is then kept only for the workers that
- * have not moved on, so a retransmitted contribution gets the stored
- * result back and is never counted twice.
+ * turn by its numbered rounds (round & 1); a worker's contribution to a
+ * round tells the aggregator it holds the result of the one before,
+ * which is then kept only for the workers that have not moved on, so a
+ * retransmitted contribution gets the stored result back and is never
+ * counted twice, and a copy of an older round is dropped as stale.
  */
 #ifndef TALLY_AGG_AGG_H
 #define TALLY_AGG_AGG_H
@@ -57,7 +58,9 @@ struct tally_verdict {
  * counted in st under the first check it fails, in this order: header
  * (truncated, magic, version), type, job, token, rank, source, then the
  * checks that are answered with a NACK because the sender is a proven
- * member: encoding, length, slot, mismatch, early.
+ * member: encoding, length, slot, mismatch, early; and a packet of a
+ * round its sender has moved past is dropped as stale (docs/protocol.md,
+ * "Rounds").
  */
 enum tally_verdict_kind tally_agg_process(const struct tally_jobtab *tab,
 	struct tally_agg_stats *st, const void *pkt, unsigned int len,

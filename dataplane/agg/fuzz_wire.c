@@ -107,15 +107,16 @@ check_decode(const uint8_t *pkt, size_t len)
 	tally_hdr_encode(&h, again);
 	CHECK(memcmp(again, pkt, TALLY_HDR_LEN) == 0);
 	if (h.type == TALLY_PT_NACK) {
-		CHECK(len == TALLY_HDR_LEN);
+		CHECK(len == tally_pkt_len(h.enc, 0,
+			(h.flags & TALLY_F_AUTH) != 0));
 	} else {
 		/* Only a block-sparse SUM or result may carry no block. */
 		CHECK(h.count <= TALLY_MAX_ELEMS);
 		CHECK(h.count >= 1 || ((h.flags & TALLY_F_SPARSE) &&
 			(h.type == TALLY_PT_SUM ||
 			 h.type == TALLY_PT_SUM_RESULT)));
-		CHECK(len - TALLY_HDR_LEN ==
-			tally_enc_payload_len(h.enc, h.count));
+		CHECK(len == tally_pkt_len(h.enc, h.count,
+			(h.flags & TALLY_F_AUTH) != 0));
 	}
 }
 
@@ -163,8 +164,9 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	CHECK(len >= TALLY_HDR_LEN);
 	CHECK(tally_ld_be16(pkt + 6) == job->conf.id);
 	if (k == TALLY_V_DROP) {
-		/* Refused before authentication, or a duplicate. */
+		/* Refused before authentication, a duplicate, or stale. */
 		CHECK(v->status == TALLY_ST_OK ||
+			v->status == TALLY_ST_STALE ||
 			(v->status >= TALLY_ST_BAD_TOKEN &&
 			 v->status <= TALLY_ST_BAD_SOURCE));
 		return;
@@ -199,8 +201,10 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	/* A block-sparse round may end without a block (count 0). */
 	CHECK(v->hdr.count <= job->conf.max_elems);
 	CHECK(v->hdr.count >= 1 || (v->hdr.flags & TALLY_F_SPARSE));
-	CHECK(v->hdr.rank == (k == TALLY_V_COMPLETE ? TALLY_RANK_ALL :
-		v->rank));
+	CHECK(v->hdr.rank == TALLY_RANK_ALL);
+	/* A result answers the packet's round, from that round's set. */
+	CHECK(v->hdr.round == tally_ld_be64(pkt + 32));
+	CHECK(((v->hdr.flags & TALLY_F_SET) != 0) == (v->hdr.round & 1));
 	CHECK(v->payload_len ==
 		tally_enc_payload_len(v->hdr.enc, v->hdr.count));
 	CHECK(v->payload_len <= job->stride * sizeof(uint32_t));
@@ -209,7 +213,11 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	check_reply(v);
 }
 
-/* Every slot of every job is consistent with itself. */
+/*
+ * Every slot of every job is consistent with itself: a rank in at most
+ * one set, counts that match the bitmaps, and a slot with a round in
+ * flight holds it in the set of its parity.
+ */
 static void
 check_slots(void)
 {
@@ -236,6 +244,13 @@ check_slots(void)
 						t->bitmap));
 				CHECK(t->bitmap == 0 ||
 					t->count <= job->conf.max_elems);
+			}
+			if (!tally_slot_fresh(a)) {
+				const struct tally_set *l =
+					tally_job_set(job, s,
+						tally_slot_round(a) & 1);
+
+				CHECK(l->bitmap != 0 || l->complete);
 			}
 		}
 	}
@@ -273,6 +288,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct tally_verdict v;
 		enum tally_verdict_kind k;
 		unsigned int n;
+		size_t stride;
 		uint8_t *pkt;
 
 		data += 3;
@@ -285,11 +301,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(pkt, data, len);
 		/* A bundle's packets one by one, as tally-dp takes them. */
 		n = tally_bundle_count(pkt, len);
+		stride = n > 1 ? tally_bundle_stride(pkt) : len;
 		CHECK(n == 1 || (n >= 2 && n <= TALLY_BUNDLE_MAX &&
-			len == n * TALLY_HDR_LEN));
+			len == n * stride));
 		for (unsigned int i = 0; i < n; i++) {
-			const uint8_t *one = pkt + (n > 1 ? i * TALLY_HDR_LEN : 0);
-			size_t olen = n > 1 ? TALLY_HDR_LEN : len;
+			const uint8_t *one = pkt + i * stride;
+			size_t olen = stride;
 
 			check_decode(one, olen);
 			k = tally_agg_process(tab, &st, one,

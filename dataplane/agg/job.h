@@ -34,7 +34,9 @@ struct tally_job_conf {
 
 /*
  * One shadow set of a slot: the round it holds (which chunk, how encoded)
- * and who has contributed. Both sets of a slot share a cache line.
+ * and who has contributed. Both sets of a slot share a cache line, and
+ * with it the slot's latest round (docs/protocol.md, "Rounds"): the set
+ * round & 1 holds that round, the other the one before.
  */
 struct tally_set {
 	uint64_t bitmap;	/* ranks counted in this round */
@@ -49,15 +51,42 @@ struct tally_set {
 	uint8_t flags;		/* TALLY_F_LAST of the round, echoed in
 				 * results; TALLY_F_SPARSE: a block-sparse
 				 * round (docs/protocol.md) */
-	uint8_t pad_[2];
 	uint16_t res_len;	/* result payload bytes, once complete */
-	uint16_t pad2_;
+	uint32_t round_half;	/* the slot's latest round: its low half in
+				 * set 0, its high half in set 1
+				 * (tally_slot_round()) */
 	uint32_t next_min;	/* SPARSE: the least next_block of the
 				 * round's contributions */
 };
 
 _Static_assert(sizeof(struct tally_set) == 32,
 	"both sets of a slot share a cache line");
+
+/* The latest round of the slot whose two sets start at sets. */
+static inline uint64_t
+tally_slot_round(const struct tally_set *sets)
+{
+	return (uint64_t)sets[1].round_half << 32 | sets[0].round_half;
+}
+
+static inline void
+tally_slot_set_round(struct tally_set *sets, uint64_t round)
+{
+	sets[0].round_half = (uint32_t)round;
+	sets[1].round_half = (uint32_t)(round >> 32);
+}
+
+/*
+ * Whether the slot has taken no packet since its job was made or reset:
+ * its first contribution then sets its round (a job programmed again
+ * after a tally-dp restart picks up its members' rounds).
+ */
+static inline int
+tally_slot_fresh(const struct tally_set *sets)
+{
+	return (sets[0].bitmap | sets[1].bitmap) == 0 &&
+		!sets[0].complete && !sets[1].complete;
+}
 
 struct tally_job {
 	struct tally_job_conf conf;

@@ -219,6 +219,7 @@ aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	const struct tally_jobtab *tab;
 	unsigned int k = tally_bundle_count(rx->payload, rx->len);
 	struct tally_net_rx one;
+	size_t stride;
 
 	tab = atomic_load_explicit(&dp->tab, memory_order_acquire);
 	if (likely(k == 1)) {
@@ -227,9 +228,10 @@ aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		return;
 	}
 	one = *rx;
-	one.len = TALLY_HDR_LEN;
+	stride = tally_bundle_stride(rx->payload);
+	one.len = (uint16_t)stride;
 	for (unsigned int i = 0; i < k; i++) {
-		one.payload = rx->payload + i * TALLY_HDR_LEN;
+		one.payload = rx->payload + i * stride;
 		if (tally_ld_be16(one.payload + offsetof(struct tally_wire_hdr,
 				slot)) % dp->nworkers != lc->index) {
 			lc->st.misrouted++;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libtally's context, as its own files see it: the transport, the job's
- * identity, the slots (with the shadow-set bit each keeps for the
+ * identity, the slots (with the round number each keeps for the
  * context's life), buffers, counters and the last error. ctx.c creates
  * and frees it, window.c runs rounds over its slots, allreduce.c holds
  * the public entry points.
@@ -24,18 +24,19 @@ struct tally_round;
 #define TALLY_RTO_MAX_US	200000u	/* retransmission timeout cap */
 
 /*
- * One aggregation slot as this worker uses it. set is the shadow set of
- * the slot's next (or current) round: flipped each time a result is taken
- * from the slot, for the context's whole life. The rest describes the
- * chunk outstanding on the slot, when busy.
+ * One aggregation slot as this worker uses it. round is the slot's next
+ * (or current) round: 0 at the start, one up each time a result is taken
+ * from the slot, for the context's whole life; its low bit is the shadow
+ * set (docs/protocol.md, "Rounds"). The rest describes the chunk
+ * outstanding on the slot, when busy.
  */
 struct tally_slot {
+	uint64_t round;		/* the round in flight, or the next one */
 	uint64_t sent_ns;	/* when the chunk first went out */
 	uint64_t deadline_ns;	/* retransmit when passed */
 	uint32_t chunk;		/* chunk index within the running round */
 	uint32_t rto_us;	/* current timeout of that chunk */
 	uint8_t busy;		/* a chunk is outstanding */
-	uint8_t set;		/* 0 or 1 */
 	uint8_t hdr[TALLY_HDR_LEN]; /* the chunk's header, wire order */
 };
 
@@ -208,8 +209,15 @@ uint64_t tally_lib_retx_deadline(struct tally_ctx *ctx, uint64_t now_ns,
 	uint32_t rto_us);
 
 /*
+ * Counts a received result that matches no packet in flight: stale when
+ * its round is older than the last one its slot took (a copy delayed or
+ * replayed), a duplicate otherwise.
+ */
+void tally_lib_unmatched(struct tally_ctx *ctx, const struct tally_hdr *h);
+
+/*
  * Runs r: sends chunk c of ctx->elems elements (the last one shorter) to
- * slot c % window with the slot's set bit, keeps at most one chunk a slot
+ * slot c % window with the slot's round, keeps at most one chunk a slot
  * outstanding, retransmits on timeouts, and writes each chunk's result to
  * r->dst. Borrows r and the buffers it names. Returns 0, -ETIMEDOUT,
  * -EPROTO (a NACK) or a transport error, with the message in ctx->err;

@@ -175,7 +175,7 @@ contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 		.version = TALLY_PROTO_VERSION,
 		.type = TALLY_PT_SUM,
 		.flags = (uint8_t)(TALLY_F_SPARSE |
-			(ctx->slots[s].set ? TALLY_F_SET : 0)),
+			(ctx->slots[s].round & 1 ? TALLY_F_SET : 0)),
 		.enc = TALLY_ENC_I32,
 		.job = ctx->job,
 		.token = ctx->token,
@@ -186,6 +186,7 @@ contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 		.scale_exp = (int16_t)run->e,
 		.next_block = st->pos < st->nmine ? st->mine[st->pos] :
 			TALLY_NO_BLOCK,
+		.round = ctx->slots[s].round,
 	};
 	tally_hdr_encode(&h, st->hdr);
 	st->offset = off;
@@ -240,7 +241,8 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	st = &run->st[h.slot];
 	if (h.type == TALLY_PT_NACK) {
 		ctx->st.nacks++;
-		if (h.rank == ctx->rank && st->busy && h.offset == st->offset)
+		if (h.rank == ctx->rank && st->busy && h.offset == st->offset &&
+				h.round == ctx->slots[h.slot].round)
 			run->err = tally_ctx_fail(ctx, -EPROTO, "dataplane "
 				"refused the sparse block at offset %u (slot "
 				"%u): %s", h.offset, h.slot,
@@ -249,11 +251,11 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	}
 	if (h.type != TALLY_PT_SUM_RESULT || h.enc != TALLY_ENC_I32 ||
 			!(h.flags & TALLY_F_SPARSE) || !st->busy ||
-			((h.flags & TALLY_F_SET) != 0) != ctx->slots[h.slot].set ||
+			h.round != ctx->slots[h.slot].round ||
 			h.offset != st->offset || h.scale_exp != run->e ||
 			len != TALLY_HDR_LEN + 4u * h.count ||
 			(h.count > 0 && ((size_t)h.offset + h.count > run->n))) {
-		ctx->st.duplicates++;
+		tally_lib_unmatched(ctx, &h);
 		return;
 	}
 	/* The round is done: its sums (if any rank had the block), then on. */
@@ -263,7 +265,7 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	st->busy = 0;
 	if (!(st->hdr[4] & TALLY_F_RETX))
 		tally_lib_rtt_sample(ctx, now - st->sent_ns);
-	ctx->slots[h.slot].set ^= 1;
+	ctx->slots[h.slot].round++;
 	ctx->st.results++;
 	run->progress_ns = now;
 	if (h.next_block == TALLY_NO_BLOCK) {

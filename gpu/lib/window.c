@@ -7,9 +7,10 @@
  * shorter) goes to slot c % window. Each slot is a lane of its own: it
  * carries chunks s, s + window, s + 2 window, ... one at a time, and sends
  * the next as soon as it holds the result of the one before, so a lost
- * packet holds up only its own slot. The set bit of a slot is the ctx's,
- * flipped each time a result is taken, so consecutive rounds continue the
- * alternation (docs/protocol.md, "Slots and the shadow sets").
+ * packet holds up only its own slot. The round of a slot is the ctx's,
+ * one up each time a result is taken, so consecutive calls continue the
+ * slot's sequence (docs/protocol.md, "Rounds"); a result or NACK of
+ * another round than the one in flight is not this chunk's.
  *
  * Every outstanding chunk has a deadline; when it passes, the chunk goes
  * again flagged RETX and its timeout doubles, up to TALLY_RTO_MAX_US, with
@@ -132,7 +133,7 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 	struct tally_hdr h = {
 		.version = TALLY_PROTO_VERSION,
 		.type = run->r->type,
-		.flags = (uint8_t)((slot->set ? TALLY_F_SET : 0) |
+		.flags = (uint8_t)((slot->round & 1 ? TALLY_F_SET : 0) |
 			(c == run->nchunks - 1 ? TALLY_F_LAST : 0)),
 		.enc = run->r->enc,
 		.job = ctx->job,
@@ -143,6 +144,7 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		.count = chunk_count(run, c),
 		.scale_exp = run->r->scale_exp,
 		.next_block = TALLY_NO_BLOCK,
+		.round = slot->round,
 	};
 
 	if (run->r->encode != NULL)
@@ -275,9 +277,18 @@ is_outstanding(const struct run *run, const struct tally_hdr *h)
 	if (h->slot >= run->ctx->window)
 		return 0;
 	slot = &run->ctx->slots[h->slot];
-	return slot->busy && ((h->flags & TALLY_F_SET) != 0) == slot->set &&
+	return slot->busy && h->round == slot->round &&
 		h->offset == chunk_offset(run, slot->chunk) &&
 		h->count == chunk_count(run, slot->chunk);
+}
+
+void
+tally_lib_unmatched(struct tally_ctx *ctx, const struct tally_hdr *h)
+{
+	if (h->slot < ctx->window && h->round + 1 < ctx->slots[h->slot].round)
+		ctx->st.stale++;
+	else
+		ctx->st.duplicates++;
 }
 
 static const char *
@@ -336,7 +347,7 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	if (h.type != run->res_type || h.enc != run->res_enc ||
 			h.scale_exp != run->r->scale_exp ||
 			!is_outstanding(run, &h)) {
-		ctx->st.duplicates++;
+		tally_lib_unmatched(ctx, &h);
 		return;
 	}
 	if (len != TALLY_HDR_LEN + tally_enc_payload_len(h.enc, h.count)) {
@@ -352,7 +363,7 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	if (!(slot->hdr[4] & TALLY_F_RETX))
 		tally_lib_rtt_sample(ctx, now - slot->sent_ns);
 	slot->busy = 0;
-	slot->set ^= 1;
+	slot->round++;
 	ctx->st.results++;
 	run->done++;
 	run->progress_ns = now;

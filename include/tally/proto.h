@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * tally wire protocol, version 1.
+ * tally wire protocol, version 2.
  *
  * docs/protocol.md is the contract; this header is its C form. Every tally
- * packet is a UDP datagram whose payload starts with the 32-byte header
+ * packet is a UDP datagram whose payload starts with the 40-byte header
  * below, header fields in network byte order, followed by the elements of
- * one chunk in little-endian order.
+ * one chunk in little-endian order and, in an authenticated job (flag
+ * AUTH), a 16-byte tag.
  *
  * The header is self-contained: it needs only the C library, and every
  * helper is an inline function so that the dataplane, the worker library,
@@ -19,8 +20,9 @@
 #include <string.h>
 
 #define TALLY_PROTO_MAGIC	0x7A11	/* "tally" on the wire: 7a 11 */
-#define TALLY_PROTO_VERSION	1
-#define TALLY_HDR_LEN		32
+#define TALLY_PROTO_VERSION	2
+#define TALLY_HDR_LEN		40
+#define TALLY_TAG_LEN		16	/* AES-GMAC tag after the payload (AUTH) */
 #define TALLY_UDP_PORT		47474	/* default dataplane port */
 
 #define TALLY_MAX_WORKERS	64	/* one bit each in a slot's bitmap */
@@ -44,6 +46,7 @@ enum tally_pkt_type {
 #define TALLY_F_LAST	0x02	/* last chunk of the tensor */
 #define TALLY_F_SET	0x04	/* shadow set 1 of the slot (clear: set 0) */
 #define TALLY_F_SPARSE	0x08	/* block-sparse stream: next_block is valid */
+#define TALLY_F_AUTH	0x10	/* a TALLY_TAG_LEN-byte tag ends the packet */
 
 /* Element encodings (the enc field). */
 enum tally_enc {
@@ -75,11 +78,13 @@ enum tally_status {
 	TALLY_ST_BAD_SOURCE = 10, /* address is not the member's */
 	TALLY_ST_BAD_SLOT = 11,	 /* slot outside the job's window */
 	TALLY_ST_MISMATCH = 12,	 /* slot busy with another chunk/encoding */
-	TALLY_ST_EARLY = 13,	 /* sender skipped the result of the slot */
-	TALLY_ST_MAX_ = 14
+	TALLY_ST_EARLY = 13,	 /* sender skipped the result of the slot, or
+				  * its round is ahead of the slot's next */
+	TALLY_ST_STALE = 14,	 /* a round the sender has moved past */
+	TALLY_ST_MAX_ = 15
 };
 
-/* The header as it lies on the wire: 32 bytes, fields big-endian. */
+/* The header as it lies on the wire: 40 bytes, fields big-endian. */
 struct tally_wire_hdr {
 	uint16_t magic;
 	uint8_t version;
@@ -95,10 +100,11 @@ struct tally_wire_hdr {
 	uint16_t count;
 	int16_t scale_exp;
 	uint32_t next_block;
+	uint64_t round;
 } __attribute__((packed));
 
 _Static_assert(sizeof(struct tally_wire_hdr) == TALLY_HDR_LEN,
-	"wire header must be 32 bytes");
+	"wire header must be 40 bytes");
 
 /* The same header in host byte order, as the code works with it. */
 struct tally_hdr {
@@ -115,6 +121,8 @@ struct tally_hdr {
 	uint16_t count;		/* elements in this packet */
 	int16_t scale_exp;	/* value = element * 2^-scale_exp */
 	uint32_t next_block;	/* look-ahead of block-sparse streams */
+	uint64_t round;		/* the slot's round: 0, 1, 2, ... per member
+				 * and slot; set = round & 1 */
 };
 
 static inline uint16_t
@@ -242,14 +250,26 @@ tally_hdr_encode(const struct tally_hdr *h, void *buf)
 	tally_st_be16(p + 24, h->count);
 	tally_st_be16(p + 26, (uint16_t)h->scale_exp);
 	tally_st_be32(p + 28, h->next_block);
+	tally_st_be64(p + 32, h->round);
+}
+
+/*
+ * Bytes of a packet carrying count elements of enc: the header, the
+ * payload and, with auth, the tag (flag AUTH).
+ */
+static inline size_t
+tally_pkt_len(unsigned int enc, size_t count, int auth)
+{
+	return TALLY_HDR_LEN + tally_enc_payload_len(enc, count) +
+		(auth ? TALLY_TAG_LEN : 0);
 }
 
 /*
  * Reads the header of the len-byte packet at buf into h and checks what
  * can be checked without a job: length, magic, version, type, encoding and
- * that the payload holds exactly count elements (NACKs carry none).
- * Returns TALLY_ST_OK or the status that refuses the packet; h is filled
- * as far as the packet was read.
+ * that the payload holds exactly count elements (NACKs carry none), plus
+ * the tag when the flag AUTH is set. Returns TALLY_ST_OK or the status
+ * that refuses the packet; h is filled as far as the packet was read.
  */
 static inline enum tally_status
 tally_hdr_decode(const void *buf, size_t len, struct tally_hdr *h)
@@ -274,12 +294,14 @@ tally_hdr_decode(const void *buf, size_t len, struct tally_hdr *h)
 	h->count = tally_ld_be16(p + 24);
 	h->scale_exp = (int16_t)tally_ld_be16(p + 26);
 	h->next_block = tally_ld_be32(p + 28);
+	h->round = tally_ld_be64(p + 32);
 	if (h->version != TALLY_PROTO_VERSION)
 		return TALLY_ST_BAD_VERSION;
 	if (!tally_type_valid(h->type))
 		return TALLY_ST_BAD_TYPE;
+	want = TALLY_HDR_LEN + ((h->flags & TALLY_F_AUTH) ? TALLY_TAG_LEN : 0);
 	if (h->type == TALLY_PT_NACK)
-		return len == TALLY_HDR_LEN ? TALLY_ST_OK : TALLY_ST_BAD_LENGTH;
+		return len == want ? TALLY_ST_OK : TALLY_ST_BAD_LENGTH;
 	if (!tally_enc_valid(h->enc))
 		return TALLY_ST_BAD_ENCODING;
 	if ((h->type == TALLY_PT_MAX || h->type == TALLY_PT_MAX_RESULT) &&
@@ -298,16 +320,28 @@ tally_hdr_decode(const void *buf, size_t len, struct tally_hdr *h)
 	} else if (h->count == 0 || h->count > TALLY_MAX_ELEMS) {
 		return TALLY_ST_BAD_LENGTH;
 	}
-	want = tally_enc_payload_len(h->enc, h->count);
-	if (len - TALLY_HDR_LEN != want)
+	want += tally_enc_payload_len(h->enc, h->count);
+	if (len != want)
 		return TALLY_ST_BAD_LENGTH;
 	return TALLY_ST_OK;
 }
 
 /*
+ * The bytes of one contribution of a bundle whose first header is at p:
+ * a header, and the tag when that header has the flag AUTH.
+ */
+static inline size_t
+tally_bundle_stride(const void *p)
+{
+	return TALLY_HDR_LEN + ((((const uint8_t *)p)[4] & TALLY_F_AUTH) ?
+		TALLY_TAG_LEN : 0);
+}
+
+/*
  * How many contributions the datagram of len bytes at buf carries
- * (docs/protocol.md, "Bundles"): k when it is a bundle, k >= 2 headers
- * of TALLY_HDR_LEN bytes back to back (len = k x TALLY_HDR_LEN, k <=
+ * (docs/protocol.md, "Bundles"): k when it is a bundle, k >= 2 entries
+ * of tally_bundle_stride() bytes back to back (a header, and its tag
+ * when the first header has the flag AUTH; len = k x stride, k <=
  * TALLY_BUNDLE_MAX) the first of which is a SPARSE SUM with count 0;
  * otherwise 1. Reads only the first header's type, flags and count:
  * each of the k is then a packet of its own, checked as any other.
@@ -316,14 +350,18 @@ static inline unsigned int
 tally_bundle_count(const void *buf, size_t len)
 {
 	const uint8_t *p = (const uint8_t *)buf;
+	size_t stride;
 
-	if (len <= TALLY_HDR_LEN || len % TALLY_HDR_LEN != 0 ||
-			len > (size_t)TALLY_BUNDLE_MAX * TALLY_HDR_LEN)
+	if (len <= TALLY_HDR_LEN)
+		return 1;
+	stride = tally_bundle_stride(p);
+	if (len <= stride || len % stride != 0 ||
+			len > (size_t)TALLY_BUNDLE_MAX * stride)
 		return 1;
 	if (p[3] != TALLY_PT_SUM || !(p[4] & TALLY_F_SPARSE) ||
 			tally_ld_be16(p + 24) != 0)
 		return 1;
-	return (unsigned int)(len / TALLY_HDR_LEN);
+	return (unsigned int)(len / stride);
 }
 
 /* A short constant name for a status, for logs, JSON and metrics. */
@@ -345,6 +383,7 @@ tally_status_name(unsigned int st)
 		[TALLY_ST_BAD_SLOT] = "bad_slot",
 		[TALLY_ST_MISMATCH] = "mismatch",
 		[TALLY_ST_EARLY] = "early",
+		[TALLY_ST_STALE] = "stale",
 	};
 
 	return st < TALLY_ST_MAX_ ? names[st] : "unknown";

@@ -5,14 +5,14 @@
  * A context (struct tally_ctx) is one worker's membership in one job at
  * the dataplane: its address, the job's id and token, the worker's rank,
  * and the state of the job's aggregation slots as this worker has used
- * them (one shadow-set bit per slot, kept for the context's whole life;
- * docs/protocol.md, "Slots and the shadow sets"). It sends over kernel UDP
+ * them (one round number per slot, kept for the context's whole life;
+ * docs/protocol.md, "Rounds"). It sends over kernel UDP
  * from one socket, so the worker's source address and port stay the same
  * for the context's life, as the dataplane's member check wants.
  *
  * Every member of the job must call the same allreduce functions in the
  * same order with the same element counts: that is what keeps their slot
- * use, and so their set bits, in step.
+ * use, and so their rounds, in step.
  *
  * A context is not thread-safe: one thread at a time. Different contexts
  * are independent.
@@ -91,7 +91,11 @@ struct tally_ctx_opts {
 
 /*
  * Opens a context: checks o, binds a UDP socket. Borrows o (nothing of it
- * is kept). On success writes the context to *out and returns 0. On
+ * is kept). The context numbers every slot's rounds from 0 (the rounds
+ * of docs/protocol.md), so the job at the dataplane must be fresh for
+ * it: added (or added again) for this set of contexts, as tallyd does
+ * for every membership that tally_open() forms; a slot the dataplane
+ * already took later rounds on refuses these as stale. On success writes the context to *out and returns 0. On
  * failure writes NULL to *out (when out is not NULL) and returns -EINVAL
  * (o or out NULL; world 0 or above 64; rank >= world; an address that is
  * not a dotted quad, or a dp_addr that is not unicast; elems above 8192;
@@ -274,7 +278,8 @@ struct tally_ctx_stats {
 	uint64_t retransmits;	/* of those, retransmissions (flag RETX) */
 	uint64_t results;	/* results taken: one per chunk */
 	uint64_t duplicates;	/* results ignored: for a chunk already done,
-				 * or matching no outstanding chunk */
+				 * or matching no outstanding chunk (but
+				 * stale ones) */
 	uint64_t nacks;		/* NACKs received for this worker */
 	uint64_t bytes_sent;	/* UDP payload bytes sent */
 	uint64_t bytes_received; /* UDP payload bytes received */
@@ -282,6 +287,9 @@ struct tally_ctx_stats {
 				 * datagram with others (block-sparse
 				 * headers alone, docs/protocol.md
 				 * "Bundles") */
+	uint64_t stale;		/* results ignored for being of a round
+				 * older than the last their slot took
+				 * (delayed or replayed copies) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

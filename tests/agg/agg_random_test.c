@@ -3,8 +3,9 @@
  * The engine against a reference sum, under a randomized network.
  *
  * Simulated workers follow the worker rules of docs/protocol.md ("Slots
- * and the shadow sets") against tally_agg_process(): chunk c goes to slot
- * c % window, set (c / window) % 2, offset c * elems; a worker sends c
+ * and the shadow sets", "Rounds") against tally_agg_process(): chunk c
+ * goes to slot c % window, round c / window (set: its low bit), offset
+ * c * elems; a worker sends c
  * only once it holds the result of c - window, so at most window chunks
  * are outstanding, and it retransmits (RETX) a chunk whose result is late.
  * Between workers and engine lies a network: a multiset of packets in
@@ -21,13 +22,11 @@
  * answered from the stored result once it is complete, and no NACK ever
  * comes back.
  *
- * The network delays packets without bound except for one assumption the
- * protocol makes ("A completed set keeps its result until every member
- * has moved on, which is exactly as long as a retransmission for it can
- * arrive"): a sender's contribution to chunk c still in flight once the
- * engine has counted the same sender's chunk c + window is lost. A copy
- * overtaken by two rounds would find the set holding another chunk, which
- * no aggregator can tell from a new round.
+ * The network delays packets without bound: a sender's contribution to
+ * chunk c that arrives once the engine has counted the same sender's
+ * chunk c + window is stale (its round is behind the sender's), and must
+ * be dropped as such. (Version 1 of the protocol had no round number and
+ * had to assume that no copy is overtaken by two rounds.)
  *
  * Seeds are fixed per case and printed with every failure;
  * AGG_RANDOM_SEED=<seed> runs every case with that one seed, and
@@ -532,6 +531,7 @@ build_contrib(const struct tensor *t, const struct tally_job_conf *jc,
 		.count = ch->count,
 		.scale_exp = ch->scale_exp,
 		.next_block = TALLY_NO_BLOCK,
+		.round = c / t->window,
 	};
 	size_t plen = tally_enc_payload_len(ch->enc, ch->count);
 
@@ -606,7 +606,7 @@ struct sim_counts {
 	uint64_t retx;		/* retransmissions */
 	uint64_t lost;		/* packets the network dropped */
 	uint64_t copied;	/* packets it duplicated */
-	uint64_t expired;	/* contributions overtaken by two rounds */
+	uint64_t expired;	/* contributions overtaken: dropped stale */
 	uint64_t to_agg;	/* contributions handed to the engine */
 	uint64_t complete;	/* verdicts by kind */
 	uint64_t dup;
@@ -734,10 +734,12 @@ result_copy(const struct ctx *x, const struct tally_verdict *v,
  */
 static void
 check_verdict(struct sim *s, const struct tally_verdict *v,
-	unsigned int rank, unsigned int c, int seen)
+	unsigned int rank, unsigned int c, int seen, int stale)
 {
 	unsigned int world = s->t->world, k = s->ncounted[c];
 
+	CHECK(&s->x, !stale || v->kind == TALLY_V_DROP, "rank %u chunk %u: "
+		"stale copy not dropped", rank, c);
 	CHECK(&s->x, v->kind != TALLY_V_NACK,
 		"rank %u chunk %u: NACK %s", rank, c,
 		tally_status_name(v->status));
@@ -745,6 +747,12 @@ check_verdict(struct sim *s, const struct tally_verdict *v,
 		v->rank == rank), "rank %u chunk %u: job or rank", rank, c);
 	switch (v->kind) {
 	case TALLY_V_DROP:
+		if (stale) {
+			CHECK(&s->x, v->status == TALLY_ST_STALE,
+				"rank %u chunk %u: stale, dropped as %s",
+				rank, c, tally_status_name(v->status));
+			break;
+		}
 		CHECK(&s->x, v->status == TALLY_ST_OK,
 			"rank %u chunk %u: dropped, %s", rank, c,
 			tally_status_name(v->status));
@@ -765,7 +773,7 @@ check_verdict(struct sim *s, const struct tally_verdict *v,
 	case TALLY_V_RESEND:
 		CHECK(&s->x, seen && k == world, "rank %u chunk %u: resent, "
 			"counted %d, round %u/%u", rank, c, seen, k, world);
-		CHECK(&s->x, v->hdr.rank == rank, "chunk %u", c);
+		CHECK(&s->x, v->hdr.rank == TALLY_RANK_ALL, "chunk %u", c);
 		break;
 	default:
 		CHECK(&s->x, 0, "verdict %d", (int)v->kind);
@@ -781,19 +789,19 @@ agg_receive(struct sim *s, unsigned int rank, unsigned int c, int retx)
 	struct tally_verdict v;
 	struct rbuf *r;
 	unsigned int len;
+	int stale = c + t->window < t->nchunks && seen[t->window];
 
-	if (c + t->window < t->nchunks && seen[t->window]) {
-		s->n.expired++;
-		return;
-	}
 	len = build_contrib(t, &s->jc, rank, c, retx, pktbuf);
 	s->n.to_agg++;
 	tally_agg_process(s->tab, &s->st, pktbuf, len, &s->jc.members[rank],
 		&v);
-	check_verdict(s, &v, rank, c, *seen);
+	check_verdict(s, &v, rank, c, *seen, stale);
 	switch (v.kind) {
 	case TALLY_V_DROP:
-		s->n.dup++;
+		if (stale)
+			s->n.expired++;
+		else
+			s->n.dup++;
 		return;
 	case TALLY_V_RESEND:
 		s->n.resend++;
@@ -844,8 +852,9 @@ check_result(struct sim *s, unsigned int rank, const struct rbuf *r)
 	CHECK(&s->x, h.flags == (ch->flags | (resend ? TALLY_F_RETX : 0) |
 		(chunk_set(t, c) ? TALLY_F_SET : 0)),
 		"chunk %u result: flags %#x", c, h.flags);
-	CHECK(&s->x, h.rank == (resend ? rank : TALLY_RANK_ALL),
-		"chunk %u result to rank %u: rank %u", c, rank, h.rank);
+	CHECK(&s->x, h.rank == TALLY_RANK_ALL && h.round == c / t->window,
+		"chunk %u result to rank %u: rank %u round %" PRIu64, c, rank,
+		h.rank, h.round);
 	CHECK(&s->x, c < s->w[rank].next, "rank %u: result of chunk %u, "
 		"not sent yet", rank, c);
 	check_payload(&s->x, t, c, r->bytes + TALLY_HDR_LEN);
@@ -1002,12 +1011,14 @@ sim_verify(struct sim *s)
 	CHECK(&s->x, st->duplicates == s->n.dup && st->resent == s->n.resend,
 		"duplicates %" PRIu64 " resent %" PRIu64, st->duplicates,
 		st->resent);
-	CHECK(&s->x, st->rx == st->accepted + st->duplicates + st->resent &&
-		st->nacks == 0, "rx %" PRIu64 " nacks %" PRIu64, st->rx,
-		st->nacks);
+	CHECK(&s->x, st->rx == st->accepted + st->duplicates + st->resent +
+		st->drops[TALLY_ST_STALE] && st->nacks == 0 &&
+		st->drops[TALLY_ST_STALE] == s->n.expired, "rx %" PRIu64
+		" nacks %" PRIu64, st->rx, st->nacks);
 	for (unsigned int i = 1; i < TALLY_ST_MAX_; i++)
-		CHECK(&s->x, st->drops[i] == 0, "%" PRIu64 " drops: %s",
-			st->drops[i], tally_status_name(i));
+		CHECK(&s->x, st->drops[i] == 0 || i == TALLY_ST_STALE,
+			"%" PRIu64 " drops: %s", st->drops[i],
+			tally_status_name(i));
 }
 
 /* Seeds of a case: fixed, from its name, unless the environment says. */
@@ -1061,7 +1072,7 @@ run_case(void **state)
 	}
 	print_message("# %s: %u seeds x %u contributions; a seed: %" PRIu64
 		" to the engine, %" PRIu64 " retransmitted, %" PRIu64
-		" lost, %" PRIu64 " copied, %" PRIu64 " expired, %" PRIu64
+		" lost, %" PRIu64 " copied, %" PRIu64 " stale, %" PRIu64
 		" duplicates, %" PRIu64 " resent, %" PRIu64 " results\n",
 		sc->name, n, (MIN_CONTRIB + sc->world - 1) / sc->world *
 		sc->world, rx / n, sum.retx / n, sum.lost / n, sum.copied / n,

@@ -55,15 +55,16 @@ teardown(void **state)
 	return 0;
 }
 
+/* A contribution to round (its low bit: the shadow set) of slot. */
 static struct tally_hdr
-hdr(uint8_t rank, uint16_t slot, unsigned int set, uint32_t offset,
+hdr(uint8_t rank, uint16_t slot, uint64_t round, uint32_t offset,
 	uint16_t count, uint8_t enc)
 {
 	struct tally_hdr h = {
 		.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM,
-		.flags = set ? TALLY_F_SET : 0, .enc = enc, .job = JOB,
+		.flags = round & 1 ? TALLY_F_SET : 0, .enc = enc, .job = JOB,
 		.token = TOKEN, .rank = rank, .slot = slot, .offset = offset,
-		.count = count, .next_block = TALLY_NO_BLOCK,
+		.count = count, .next_block = TALLY_NO_BLOCK, .round = round,
 	};
 
 	return h;
@@ -82,10 +83,10 @@ send(const struct tally_hdr *h, const void *payload)
 }
 
 static enum tally_verdict_kind
-send_i32(uint8_t rank, uint16_t slot, unsigned int set, uint32_t offset,
+send_i32(uint8_t rank, uint16_t slot, uint64_t round, uint32_t offset,
 	const int32_t *vals, uint16_t n)
 {
-	struct tally_hdr h = hdr(rank, slot, set, offset, n, TALLY_ENC_I32);
+	struct tally_hdr h = hdr(rank, slot, round, offset, n, TALLY_ENC_I32);
 
 	return send(&h, vals);
 }
@@ -202,7 +203,8 @@ retransmission_gets_stored_result(void **state)
 		assert_int_equal(send(&h, b), TALLY_V_RESEND);
 		assert_memory_equal(c.v.payload, want, sizeof(want));
 		assert_int_equal(c.v.payload_len, sizeof(want));
-		assert_int_equal(c.v.hdr.rank, k & 1);
+		assert_int_equal(c.v.hdr.rank, TALLY_RANK_ALL);
+		assert_int_equal(c.v.hdr.round, 1);
 		assert_true(c.v.hdr.flags & TALLY_F_RETX);
 		assert_true(c.v.hdr.flags & TALLY_F_SET);
 		assert_int_equal(c.v.hdr.offset, 12);
@@ -228,19 +230,21 @@ shadow_set_rotation(void **state)
 		unsigned int set = round & 1;
 		int32_t want[2] = { 1 + 2, 1 + 2 };
 
-		assert_int_equal(send_i32(0, 0, set, round * 2, one, 2),
+		assert_int_equal(send_i32(0, 0, round, round * 2, one, 2),
 			TALLY_V_TAKEN);
 		/* Rank 0 moved on: the old round on the other set still
 		 * answers rank 1, which has not. */
 		if (round > 0) {
-			assert_int_equal(send_i32(1, 0, !set, (round - 1) * 2,
-				x, 2), TALLY_V_RESEND);
+			assert_int_equal(send_i32(1, 0, round - 1,
+				(round - 1) * 2, x, 2), TALLY_V_RESEND);
 			assert_int_equal(c.v.hdr.offset, (round - 1) * 2);
+			assert_int_equal(c.v.hdr.round, round - 1);
 		}
-		assert_int_equal(send_i32(1, 0, set, round * 2, two, 2),
+		assert_int_equal(send_i32(1, 0, round, round * 2, two, 2),
 			TALLY_V_COMPLETE);
 		assert_memory_equal(c.v.payload, want, sizeof(want));
 		assert_int_equal(!!(c.v.hdr.flags & TALLY_F_SET), set);
+		assert_int_equal(c.v.hdr.round, round);
 	}
 	/* Both moved on from set 0 (round 8): it is empty again. */
 	assert_int_equal(tally_job_set(c.job, 0, 0)->bitmap, 0);
@@ -253,7 +257,7 @@ static void
 early_and_mismatch(void **state)
 {
 	int32_t v[2] = { 1, 2 };
-	struct tally_set *s0;
+	struct tally_set *s1;
 
 	(void)state;
 	setup_job(2, 2, 8, 0);
@@ -291,11 +295,127 @@ early_and_mismatch(void **state)
 	assert_int_equal(send_i32(1, 1, 0, 24, v, 2), TALLY_V_NACK);
 	assert_int_equal(c.v.status, TALLY_ST_MISMATCH);
 	/* A completed set that members still hold refuses a new round. */
-	s0 = tally_job_set(c.job, 1, 0);
-	s0->bitmap = 1;		/* only rank 0 left to move on */
-	assert_int_equal(send_i32(1, 1, 0, 32, v, 2), TALLY_V_NACK);
+	s1 = tally_job_set(c.job, 1, 1);
+	s1->bitmap = 1;		/* only rank 0 left to move on */
+	assert_int_equal(send_i32(1, 1, 1, 32, v, 2), TALLY_V_NACK);
 	assert_int_equal(c.v.status, TALLY_ST_EARLY);
 	assert_int_equal(c.st.nacks, 8);
+}
+
+/*
+ * Issue 11, item 13: two ranks, i32 tensors that change every call, one
+ * slot. After call 2, rank 0's packet of call 1 comes again (a replay
+ * from its own address, or a copy held up in the network). Version 1
+ * took it for a contribution to call 3 and then threw rank 0's real
+ * call-3 packet away as a duplicate: both ranks got a wrong sum. Now it
+ * is stale: dropped, counted, and call 3 sums what it should.
+ */
+static void
+replayed_old_round_is_stale(void **state)
+{
+	uint8_t old[TALLY_HDR_LEN + 8];
+	int32_t a[2], b[2];
+
+	(void)state;
+	setup_job(2, 1, 2, 0);
+	for (uint64_t call = 0; call < 3; call++) {
+		a[0] = (int32_t)(10 * call + 1);
+		a[1] = (int32_t)(10 * call + 2);
+		b[0] = (int32_t)(100 * call + 3);
+		b[1] = (int32_t)(100 * call + 4);
+		if (call == 2) {
+			/* Rank 0's call-1 packet, again. */
+			memcpy(c.pkt, old, sizeof(old));
+			assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
+				sizeof(old), NULL, &c.v), TALLY_V_DROP);
+			assert_int_equal(c.v.status, TALLY_ST_STALE);
+			assert_int_equal(c.st.drops[TALLY_ST_STALE], 2);
+		}
+		assert_int_equal(send_i32(0, 0, call, 0, a, 2), TALLY_V_TAKEN);
+		if (call == 0)
+			memcpy(old, c.pkt, sizeof(old));
+		if (call == 1) {
+			/* Between the two members of round 1, too. */
+			memcpy(c.pkt, old, sizeof(old));
+			assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
+				sizeof(old), NULL, &c.v), TALLY_V_DROP);
+			assert_int_equal(c.v.status, TALLY_ST_STALE);
+		}
+		assert_int_equal(send_i32(1, 0, call, 0, b, 2),
+			TALLY_V_COMPLETE);
+		assert_int_equal(((const int32_t *)c.v.payload)[0],
+			a[0] + b[0]);
+		assert_int_equal(((const int32_t *)c.v.payload)[1],
+			a[1] + b[1]);
+		assert_int_equal(c.v.hdr.round, call);
+	}
+	assert_int_equal(c.st.drops[TALLY_ST_STALE], 2);
+	assert_int_equal(c.st.accepted, 6);
+	assert_int_equal(c.st.duplicates, 0);
+	assert_int_equal(c.st.nacks, 0);
+}
+
+/*
+ * A slot's rounds: older than the one before the latest is stale even
+ * for a member still counted there; more than one ahead is early; the
+ * round before the latest answers members that have not moved on.
+ */
+static void
+rounds_behind_and_ahead(void **state)
+{
+	int32_t v[2] = { 1, 2 };
+
+	(void)state;
+	setup_job(2, 1, 2, 0);
+	for (uint64_t r = 0; r < 4; r++) {
+		assert_int_equal(send_i32(0, 0, r, 0, v, 2), TALLY_V_TAKEN);
+		assert_int_equal(send_i32(1, 0, r, 0, v, 2), TALLY_V_COMPLETE);
+	}
+	/* Round 3 complete, nobody moved on: 3 answers, 2 is stale. */
+	assert_int_equal(send_i32(1, 0, 3, 0, v, 2), TALLY_V_RESEND);
+	assert_int_equal(c.v.hdr.round, 3);
+	assert_int_equal(send_i32(1, 0, 2, 0, v, 2), TALLY_V_DROP);
+	assert_int_equal(c.v.status, TALLY_ST_STALE);
+	assert_int_equal(send_i32(0, 0, 0, 0, v, 2), TALLY_V_DROP);
+	assert_int_equal(c.v.status, TALLY_ST_STALE);
+	/* Round 5 skips 4: refused, not counted. */
+	assert_int_equal(send_i32(0, 0, 5, 0, v, 2), TALLY_V_NACK);
+	assert_int_equal(c.v.status, TALLY_ST_EARLY);
+	assert_int_equal(c.v.hdr.round, 5);
+	/* Rank 0 moves to 4; rank 1 may still fetch 3, rank 0 not. */
+	assert_int_equal(send_i32(0, 0, 4, 0, v, 2), TALLY_V_TAKEN);
+	assert_int_equal(send_i32(1, 0, 3, 0, v, 2), TALLY_V_RESEND);
+	assert_int_equal(send_i32(0, 0, 3, 0, v, 2), TALLY_V_DROP);
+	assert_int_equal(c.v.status, TALLY_ST_STALE);
+	/* Round 5 before 4 completed: early. */
+	assert_int_equal(send_i32(0, 0, 5, 0, v, 2), TALLY_V_NACK);
+	assert_int_equal(c.v.status, TALLY_ST_EARLY);
+	assert_int_equal(send_i32(1, 0, 4, 0, v, 2), TALLY_V_COMPLETE);
+	assert_int_equal(((const int32_t *)c.v.payload)[1], 4);
+	assert_int_equal(c.st.drops[TALLY_ST_STALE], 3);
+	assert_int_equal(c.st.drops[TALLY_ST_EARLY], 2);
+}
+
+/*
+ * A fresh slot (a job programmed again after a tally-dp restart, its
+ * members between calls) takes its round from the first contribution.
+ */
+static void
+fresh_slot_takes_first_round(void **state)
+{
+	int32_t v[2] = { 3, 4 };
+
+	(void)state;
+	setup_job(2, 2, 2, 0);
+	assert_int_equal(send_i32(1, 1, 1000001, 0, v, 2), TALLY_V_TAKEN);
+	assert_int_equal(send_i32(0, 1, 1000000, 0, v, 2), TALLY_V_DROP);
+	assert_int_equal(c.v.status, TALLY_ST_STALE);
+	assert_int_equal(send_i32(0, 1, 1000001, 0, v, 2), TALLY_V_COMPLETE);
+	assert_int_equal(c.v.hdr.round, 1000001);
+	assert_int_equal(send_i32(0, 1, 1000002, 0, v, 2), TALLY_V_TAKEN);
+	/* The other slot is still fresh: any round starts it. */
+	assert_int_equal(send_i32(0, 0, 0, 0, v, 2), TALLY_V_TAKEN);
+	assert_int_equal(c.st.drops[TALLY_ST_STALE], 1);
 }
 
 /* Checks that the packet is refused for reason s, by drop or NACK. */
@@ -336,7 +456,7 @@ each_rejection_reason(void **state)
 	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
 		(unsigned int)ok, NULL, &c.v), TALLY_V_DROP);
 	assert_int_equal(c.st.drops[TALLY_ST_BAD_MAGIC], 1);
-	h.version = 2;
+	h.version = 1;		/* version 1 had no round */
 	refused(&h, v, ok, TALLY_ST_BAD_VERSION, TALLY_V_DROP);
 	h = hdr(0, 0, 0, 0, 8, TALLY_ENC_I32);
 	h.type = TALLY_PT_SUM_RESULT;	/* results do not go upstream */
@@ -413,21 +533,26 @@ source_must_match_member(void **state)
 	c.tab = tally_jobtab_create(&c.job, 1);
 	tally_hdr_encode(&h, c.pkt);
 	memcpy(c.pkt + TALLY_HDR_LEN, &one, 4);
-	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt, 36, &badport,
+	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
+		TALLY_HDR_LEN + 4, &badport,
 		&c.v), TALLY_V_DROP);
 	assert_int_equal(c.v.status, TALLY_ST_BAD_SOURCE);
 	/* Rank 0's address, claiming to be rank 1. */
 	c.pkt[16] = 1;
-	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt, 36, &good0,
+	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
+		TALLY_HDR_LEN + 4, &good0,
 		&c.v), TALLY_V_DROP);
 	assert_int_equal(c.st.drops[TALLY_ST_BAD_SOURCE], 2);
 	/* No source at all only matches wildcard members. */
-	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt, 36, NULL,
+	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
+		TALLY_HDR_LEN + 4, NULL,
 		&c.v), TALLY_V_DROP);
-	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt, 36, &good1,
+	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
+		TALLY_HDR_LEN + 4, &good1,
 		&c.v), TALLY_V_TAKEN);
 	c.pkt[16] = 0;
-	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt, 36, &good0,
+	assert_int_equal(tally_agg_process(c.tab, &c.st, c.pkt,
+		TALLY_HDR_LEN + 4, &good0,
 		&c.v), TALLY_V_COMPLETE);
 	assert_int_equal(c.st.drops[TALLY_ST_BAD_SOURCE], 3);
 }
@@ -555,7 +680,7 @@ jobs_are_isolated(void **state)
 		h.token = j ? 222 : 111;
 		tally_hdr_encode(&h, pkt);
 		memcpy(pkt + TALLY_HDR_LEN, j ? vb : va, 8);
-		tally_agg_process(tab, &c.st, pkt, 40, NULL, &c.v);
+		tally_agg_process(tab, &c.st, pkt, TALLY_HDR_LEN + 8, NULL, &c.v);
 		assert_int_equal(c.v.kind, k < 2 ? TALLY_V_TAKEN :
 			TALLY_V_COMPLETE);
 		if (k >= 2)
@@ -567,7 +692,7 @@ jobs_are_isolated(void **state)
 	h.job = 2;
 	h.token = 111;
 	tally_hdr_encode(&h, pkt);
-	assert_int_equal(tally_agg_process(tab, &c.st, pkt, 40, NULL, &c.v),
+	assert_int_equal(tally_agg_process(tab, &c.st, pkt, TALLY_HDR_LEN + 8, NULL, &c.v),
 		TALLY_V_DROP);
 	assert_int_equal(c.st.drops[TALLY_ST_BAD_TOKEN], 1);
 	tally_jobtab_destroy(tab);
@@ -621,6 +746,11 @@ main(void)
 			teardown),
 		cmocka_unit_test_teardown(shadow_set_rotation, teardown),
 		cmocka_unit_test_teardown(early_and_mismatch, teardown),
+		cmocka_unit_test_teardown(replayed_old_round_is_stale,
+			teardown),
+		cmocka_unit_test_teardown(rounds_behind_and_ahead, teardown),
+		cmocka_unit_test_teardown(fresh_slot_takes_first_round,
+			teardown),
 		cmocka_unit_test_teardown(each_rejection_reason, teardown),
 		cmocka_unit_test_teardown(source_must_match_member, teardown),
 		cmocka_unit_test_teardown(sums_wrap_like_twos_complement,

@@ -58,17 +58,21 @@ teardown(void **state)
 	return 0;
 }
 
-/* A SPARSE SUM (i32) of count elements at offset, naming next. */
+/*
+ * A SPARSE SUM (i32) of count elements at offset, naming next, to round
+ * (its low bit: the set) of slot.
+ */
 static struct tally_hdr
-shdr(uint8_t rank, uint16_t slot, unsigned int set, uint32_t offset,
+shdr(uint8_t rank, uint16_t slot, uint64_t round, uint32_t offset,
 	uint16_t count, uint32_t next)
 {
 	struct tally_hdr h = {
 		.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM,
-		.flags = (uint8_t)(TALLY_F_SPARSE | (set ? TALLY_F_SET : 0)),
+		.flags = (uint8_t)(TALLY_F_SPARSE |
+			(round & 1 ? TALLY_F_SET : 0)),
 		.enc = TALLY_ENC_I32, .job = JOB, .token = TOKEN, .rank = rank,
 		.slot = slot, .offset = offset, .count = count,
-		.next_block = next,
+		.next_block = next, .round = round,
 	};
 
 	return h;
@@ -104,19 +108,25 @@ total_drops(void)
 	return n;
 }
 
-/* Checks the verdict's result header against a round's. */
+/*
+ * Checks the verdict's result header against a round's. Results carry
+ * rank 255, resent ones too.
+ */
 static void
-check_result(unsigned int kind, uint8_t rank, uint16_t slot, unsigned int set,
+check_result(unsigned int kind, uint8_t rank, uint16_t slot, uint64_t round,
 	uint32_t offset, uint16_t count, uint32_t next)
 {
 	const struct tally_hdr *r = &c.v.hdr;
 
+	(void)rank;
 	assert_int_equal(c.v.kind, kind);
 	assert_int_equal(r->type, TALLY_PT_SUM_RESULT);
-	assert_int_equal(r->flags, TALLY_F_SPARSE | (set ? TALLY_F_SET : 0) |
+	assert_int_equal(r->flags, TALLY_F_SPARSE |
+		(round & 1 ? TALLY_F_SET : 0) |
 		(kind == TALLY_V_RESEND ? TALLY_F_RETX : 0));
 	assert_int_equal(r->enc, TALLY_ENC_I32);
-	assert_int_equal(r->rank, rank);
+	assert_int_equal(r->rank, TALLY_RANK_ALL);
+	assert_int_equal(r->round, round);
 	assert_int_equal(r->slot, slot);
 	assert_int_equal(r->offset, offset);
 	assert_int_equal(r->count, count);
@@ -175,7 +185,7 @@ stream_four_workers(void **state)
 	(void)state;
 	setup_job(SW_WORLD, SW_WINDOW, SW_B);
 	for (uint16_t s = 0; s < SW_WINDOW; s++) {
-		unsigned int set = s & 1;	/* any agreed start */
+		uint64_t set = s & 1;	/* the round: any agreed start */
 		uint32_t blk, want_next = TALLY_NO_BLOCK;
 
 		/* Bootstrap: headers only, each naming its first block. */
@@ -195,7 +205,7 @@ stream_four_workers(void **state)
 				blk = c.v.hdr.next_block) {
 			assert_int_equal(blk % SW_WINDOW, s);
 			assert_true(blk < SW_NBLOCKS);
-			set ^= 1;
+			set++;
 			visits[blk]++;
 			memset(want, 0, sizeof(want));
 			want_next = TALLY_NO_BLOCK;
@@ -298,7 +308,7 @@ retransmissions(void **state)
 	assert_int_equal(c.st.elements, 16);
 	assert_int_equal(total_drops(), 0);
 	/* The next round on the other set frees this one, as for dense. */
-	hd = shdr(0, 2, 0, 9 * 8, 8, TALLY_NO_BLOCK);
+	hd = shdr(0, 2, 2, 9 * 8, 8, TALLY_NO_BLOCK);
 	assert_int_equal(send(&hd, a), TALLY_V_TAKEN);
 	assert_int_equal(send(&hh, NULL), TALLY_V_RESEND); /* still kept */
 	check_result(TALLY_V_RESEND, 1, 2, 1, 40, 8, 9);
@@ -505,7 +515,7 @@ struct rsim {
 	struct tally_agg_stats st;
 	struct rpkt *net;
 	unsigned int nnet, capnet;
-	uint64_t dups, resends, elems;
+	uint64_t dups, resends, elems, stale;
 	uint8_t buf[TALLY_HDR_LEN + 4 * TALLY_MAX_ELEMS];
 };
 
@@ -572,12 +582,13 @@ build(struct rsim *sm, unsigned int w, unsigned int s, uint32_t k, int retx)
 	struct tally_hdr h = {
 		.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM,
 		.flags = (uint8_t)(TALLY_F_SPARSE | (retx ? TALLY_F_RETX : 0) |
-			((sm->ws[w * rc->window + s].set0 ^ k) & 1 ?
+			((sm->ws[w * rc->window + s].set0 + k) & 1 ?
 			TALLY_F_SET : 0)),
 		.enc = TALLY_ENC_I32, .job = sm->jc.id, .token = sm->jc.token,
 		.rank = (uint8_t)w, .slot = (uint16_t)s, .offset = off,
 		.count = n, .scale_exp = -12,
 		.next_block = first_sel(sm, w, s, k == 0 ? s : blk + 1),
+		.round = sm->ws[w * rc->window + s].set0 + (uint64_t)k,
 	};
 
 	tally_hdr_encode(&h, sm->buf);
@@ -603,22 +614,28 @@ agg_receive(struct rsim *sm, const struct rpkt *p)
 	unsigned int len;
 	uint8_t *r;
 
-	/* The protocol's assumption: no copy outlives the next round. */
-	if (sm->hi[ws] >= (int32_t)p->round + 1)
-		return;
 	len = build(sm, p->rank, p->slot, p->round, p->retx);
 	tally_agg_process(sm->tab, &sm->st, sm->buf, len, NULL, &v);
 	CHECK(sm, v.kind != TALLY_V_NACK, "rank %u slot %u round %u: NACK %s",
 		p->rank, p->slot, p->round, tally_status_name(v.status));
 	switch (v.kind) {
 	case TALLY_V_DROP:
+		/* A copy that outlived its round is stale (version 2). */
+		if (v.status == TALLY_ST_STALE) {
+			CHECK(sm, sm->hi[ws] >= (int32_t)p->round + 1,
+				"rank %u slot %u round %u: stale", p->rank,
+				p->slot, p->round);
+			sm->stale++;
+			return;
+		}
 		CHECK(sm, *seen && *k < rc->world && v.status == TALLY_ST_OK,
 			"rank %u slot %u round %u: dropped", p->rank, p->slot,
 			p->round);
 		sm->dups++;
 		return;
 	case TALLY_V_RESEND:
-		CHECK(sm, *seen && *k == rc->world && v.hdr.rank == p->rank,
+		CHECK(sm, *seen && *k == rc->world &&
+			v.hdr.rank == TALLY_RANK_ALL,
 			"rank %u slot %u round %u: resent", p->rank, p->slot,
 			p->round);
 		sm->resends++;
@@ -696,8 +713,8 @@ worker_receive(struct rsim *sm, const struct rpkt *p)
 		"result does not decode");
 	check_res(sm, p, &h);
 	off = ws->blk == TALLY_NO_BLOCK ? p->slot * rc->b : ws->blk * rc->b;
-	/* What the worker can tell: the set and the offset of its round. */
-	if (ws->done || !!(h.flags & TALLY_F_SET) != ws->set ||
+	/* What the worker can tell: the round and the offset of its own. */
+	if (ws->done || h.round != ws->set0 + (uint64_t)ws->round ||
 			h.offset != off) {
 		CHECK(sm, ws->done || p->round != ws->round,
 			"rank %u slot %u: refused its own round %u", p->rank,
@@ -914,9 +931,10 @@ rsim_verify(struct rsim *sm)
 		sm->st.accepted, rounds);
 	CHECK(sm, sm->st.duplicates == sm->dups &&
 		sm->st.resent == sm->resends && sm->st.nacks == 0 &&
-		sm->st.rx == sm->st.accepted + sm->dups + sm->resends,
-		"duplicates %" PRIu64 " resent %" PRIu64, sm->st.duplicates,
-		sm->st.resent);
+		sm->st.drops[TALLY_ST_STALE] == sm->stale &&
+		sm->st.rx == sm->st.accepted + sm->dups + sm->resends +
+		sm->stale, "duplicates %" PRIu64 " resent %" PRIu64,
+		sm->st.duplicates, sm->st.resent);
 }
 
 static void
@@ -927,7 +945,7 @@ random_streams(void **state)
 	const char *seed = getenv("SPARSE_SEED");
 	unsigned int n = NSEEDS;
 	struct rsim *sm = malloc(sizeof(*sm));
-	uint64_t rx = 0, rounds = 0, dups = 0, resends = 0;
+	uint64_t rx = 0, rounds = 0, dups = 0, resends = 0, stale = 0;
 
 	assert_non_null(sm);
 	for (const char *p = rc->name; *p != '\0'; p++)
@@ -944,11 +962,13 @@ random_streams(void **state)
 		rounds += sm->st.completed;
 		dups += sm->dups;
 		resends += sm->resends;
+		stale += sm->stale;
 		rsim_fini(sm);
 	}
 	print_message("# %s: %u seeds; a seed: %" PRIu64 " rounds, %" PRIu64
-		" to the engine, %" PRIu64 " duplicates, %" PRIu64 " resent\n",
-		rc->name, n, rounds / n, rx / n, dups / n, resends / n);
+		" to the engine, %" PRIu64 " duplicates, %" PRIu64 " resent, %"
+		PRIu64 " stale\n", rc->name, n, rounds / n, rx / n, dups / n,
+		resends / n, stale / n);
 	free(sm);
 }
 

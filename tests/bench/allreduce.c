@@ -73,6 +73,7 @@ struct ar_opts {
 	int no_barrier;			/* time without a barrier first */
 	int have_scale;			/* --scale-exp given: */
 	int scale_exp;			/* f32 tensors times 2^scale_exp */
+	int vary;			/* iteration k's tensors: seed + k */
 };
 
 #define GIVEN_DP	1u
@@ -125,6 +126,7 @@ static const struct option long_opts[] = {
 	{ "noise", required_argument, NULL, 'O' },
 	{ "no-barrier", no_argument, NULL, 'B' },
 	{ "scale-exp", required_argument, NULL, 'X' },
+	{ "vary", no_argument, NULL, 'V' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -204,6 +206,8 @@ usage(FILE *f)
 		"  --timeout-ms N           give up after N ms without a "
 		"result (default 5000)\n"
 		"  --seed S                 seed of the tensors (default 1)\n"
+		"  --vary                   new tensors every iteration "
+		"(seed + k)\n"
 		"  --json                   print one JSON object\n"
 		"  -h, --help               this text\n\n"
 		"exit: 0 ok, 1 result differs from the reference, 2 usage, "
@@ -376,6 +380,9 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 		return bench_parse_uint("reopen", arg, 0, 1000, &o->reopen);
 	case 'B':
 		o->no_barrier = 1;
+		return 0;
+	case 'V':
+		o->vary = 1;
 		return 0;
 	case 'O': {
 		char *tail;
@@ -742,6 +749,12 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 
 		if (it > 0 && o->pause_ms > 0)
 			usleep((useconds_t)(o->pause_ms * 1000));
+		if (o->vary) {
+			struct ar_opts v = *o;
+
+			v.seed = o->seed + it;
+			gen(&v, (unsigned int)o->rank, 0, a->n, a->input);
+		}
 		memcpy(a->buf, a->input, a->n * 4);
 		/*
 		 * The ranks start together, as the peers' benchmarks do
@@ -925,6 +938,34 @@ check_precision(const struct ar_opts *o, struct ar_run *a)
 	return rc;
 }
 
+/*
+ * With --vary: each iteration against the reference of its own tensors
+ * (seed + k); the last one, left in a->input, for the element-wise
+ * report. Returns 0, or -1 with a->check saying why.
+ */
+static int
+check_vary(const struct ar_opts *o, struct ar_run *a)
+{
+	struct ar_opts v = *o;
+	unsigned long it;
+
+	for (it = 0; it < o->iters; it++) {
+		v.seed = o->seed + it;
+		if (reference(&v, a->n, a->input) != 0) {
+			snprintf(a->check, sizeof(a->check),
+				"FAIL (out of memory)");
+			return -1;
+		}
+		if (fnv1a64(a->input, a->n * 4) != a->digest[it]) {
+			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
+				"%lu differs from the reference)", it + 1);
+			return -1;
+		}
+	}
+	a->ref_digest = a->digest[o->iters - 1];
+	return 0;
+}
+
 /* Compares the results with the reference (in a->input now). */
 static int
 check(const struct ar_opts *o, struct ar_run *a)
@@ -933,8 +974,21 @@ check(const struct ar_opts *o, struct ar_run *a)
 	unsigned long it;
 	size_t i;
 
+	if (o->vary && !(o->f32 && a->info.codec.kind != TALLY_CODEC_FIXP)) {
+		if (check_vary(o, a) != 0)
+			return -1;
+		goto compare_last;
+	}
 	if (o->f32 && a->info.codec.kind != TALLY_CODEC_FIXP) {
-		int rc = check_codec(o, a);
+		int rc;
+
+		if (o->vary) {
+			snprintf(a->check, sizeof(a->check), "FAIL (no "
+				"reference for --vary with codec %s)",
+				tally_codec_name(a->info.codec.kind));
+			return -1;
+		}
+		rc = check_codec(o, a);
 
 		if (rc != 0)
 			return -1;
@@ -960,7 +1014,7 @@ compare_last:
 				(int32_t)got[i], (int32_t)want[i]);
 		return -1;
 	}
-	for (it = 0; it < o->iters && !(o->f32 &&
+	for (it = 0; it < o->iters && !o->vary && !(o->f32 &&
 			a->info.codec.kind != TALLY_CODEC_FIXP); it++) {
 		if (a->digest[it] != a->ref_digest) {
 			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
@@ -970,7 +1024,12 @@ compare_last:
 	}
 	if (o->f32 && o->have_scale &&
 			a->info.codec.kind == TALLY_CODEC_FIXP) {
-		int rc = check_precision(o, a);
+		struct ar_opts last = *o;	/* --vary: the last tensors */
+		int rc;
+
+		if (o->vary)
+			last.seed = o->seed + o->iters - 1;
+		rc = check_precision(&last, a);
 
 		if (rc < 0)
 			snprintf(a->check, sizeof(a->check), "FAIL (out of "
@@ -1013,7 +1072,7 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 	}
 	printf("stats: packets_sent %llu, retransmits %llu, results %llu, "
 		"duplicates %llu, nacks %llu, bytes_sent %llu, "
-		"bytes_received %llu, bundled %llu\n",
+		"bytes_received %llu, bundled %llu, stale %llu\n",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1021,7 +1080,8 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->nacks,
 		(unsigned long long)s->bytes_sent,
 		(unsigned long long)s->bytes_received,
-		(unsigned long long)s->bundled);
+		(unsigned long long)s->bundled,
+		(unsigned long long)s->stale);
 	if (o->have_scale && a->bound > 0.0)
 		printf("precision: scale 2^%d, worst error %.3g of max |x|, "
 			"bound %.3g\n", o->scale_exp, a->worst, a->bound);
@@ -1059,7 +1119,7 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 	printf(",\"stats\":{\"packets_sent\":%llu,\"retransmits\":%llu,"
 		"\"results\":%llu,\"duplicates\":%llu,\"nacks\":%llu,"
 		"\"bytes_sent\":%llu,\"bytes_received\":%llu,"
-		"\"bundled\":%llu},",
+		"\"bundled\":%llu,\"stale\":%llu},",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1067,7 +1127,8 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->nacks,
 		(unsigned long long)s->bytes_sent,
 		(unsigned long long)s->bytes_received,
-		(unsigned long long)s->bundled);
+		(unsigned long long)s->bundled,
+		(unsigned long long)s->stale);
 	if (o->have_scale && a->bound > 0.0)
 		printf("\"scale_exp\":%d,\"worst_error\":%.6g,"
 			"\"error_bound\":%.6g,", o->scale_exp, a->worst,

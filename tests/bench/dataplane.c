@@ -580,15 +580,46 @@ teardown(struct dpb *b)
 }
 
 /*
- * Puts n frames into the port's rx ring, each with one more reference:
- * the free at the other end drops it, and the frame stays for the next
- * round. Returns n, or 0 when the ring is full.
+ * Writes round into frame m's tally header, as its sender would have,
+ * and mends the UDP checksum for it (RFC 1624) when the frame has one.
+ */
+static inline void
+stamp_round(struct rte_mbuf *m, uint64_t round)
+{
+	uint8_t *p = rte_pktmbuf_mtod_offset(m, uint8_t *, HDRS_LEN +
+		offsetof(struct tally_wire_hdr, round));
+	struct rte_udp_hdr *udp = rte_pktmbuf_mtod_offset(m,
+		struct rte_udp_hdr *, HDRS_LEN - sizeof(*udp));
+	uint64_t be = rte_cpu_to_be_64(round);
+	uint16_t old[4], now[4], ck;
+	uint32_t sum;
+
+	memcpy(old, p, sizeof(old));
+	memcpy(now, &be, sizeof(now));
+	memcpy(p, &be, sizeof(be));
+	if (udp->dgram_cksum == 0)
+		return;
+	sum = (uint16_t)~udp->dgram_cksum;
+	for (unsigned int i = 0; i < 4; i++)
+		sum += (uint16_t)~old[i] + (uint32_t)now[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ck = (uint16_t)~sum;
+	udp->dgram_cksum = ck == 0 ? 0xffff : ck;
+}
+
+/*
+ * Puts n frames into the port's rx ring, each stamped with round and
+ * with one more reference: the free at the other end drops it, and the
+ * frame stays for the next round. Returns n, or 0 when the ring is full.
  */
 static inline unsigned int
-inject(struct dpb *b, struct rte_mbuf **f, unsigned int n)
+inject(struct dpb *b, struct rte_mbuf **f, unsigned int n, uint64_t round)
 {
-	for (unsigned int i = 0; i < n; i++)
+	for (unsigned int i = 0; i < n; i++) {
+		stamp_round(f[i], round);
 		rte_mbuf_refcnt_update(f[i], 1);
+	}
 	if (likely(rte_ring_enqueue_bulk(b->rx, (void **)f, n, NULL) == n))
 		return n;
 	for (unsigned int i = 0; i < n; i++)
@@ -736,7 +767,7 @@ run_pass(struct dpb *b, enum pass_kind kind, unsigned int rounds,
 
 		for (unsigned int i = 0; i < per_set; i += n) {
 			n = RTE_MIN((unsigned int)BURST, per_set - i);
-			if (unlikely(inject(b, f + i, n) != n)) {
+			if (unlikely(inject(b, f + i, n, b->round + r) != n)) {
 				pc->full = 1;
 				goto out;
 			}
@@ -1026,7 +1057,8 @@ check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 			h.offset != (uint32_t)h.slot * b->o.elems ||
 			h.count != b->o.elems ||
 			h.enc != tally_enc_result(TALLY_ENC_I32, 0) ||
-			(h.flags & TALLY_F_SET) != (set ? TALLY_F_SET : 0))
+			(h.flags & TALLY_F_SET) != (set ? TALLY_F_SET : 0) ||
+			h.round != b->round)
 		BAD("tally header wrong (member %u, slot %u, set %u)\n", r,
 			h.slot, set);
 	if (b->seen[h.slot] & UINT64_C(1) << r)
@@ -1070,7 +1102,7 @@ verify_round(struct dpb *b)
 		unsigned int k;
 
 		n = RTE_MIN((unsigned int)BURST, b->per_set - i);
-		if (inject(b, f + i, n) != n ||
+		if (inject(b, f + i, n, b->round) != n ||
 				tally_dp_lcore_poll(b->lc) != n) {
 			fprintf(stderr, "tally-bench dataplane: verify: a "
 				"burst was not taken whole\n");

@@ -5,7 +5,9 @@
  * Pre-built contribution packets, laid out as received frames would be,
  * go through tally_agg_process() (the function a dataplane lcore calls)
  * in the steady-state SwitchML pattern: round r uses shadow set r & 1 of
- * every slot, and every worker contributes once to each. In the same run
+ * every slot, and every worker contributes once to each (the packets of
+ * a set are used again for every round on it, their round field written
+ * just before each is handed over, as a sender would). In the same run
  * a bare loop reads the same packets in the same order (header decode and
  * every payload word): the floor, what merely touching the data costs.
  * Passes of the two alternate; the best pass of each is reported, with
@@ -239,6 +241,18 @@ fill_payload(uint8_t *p, size_t len, unsigned int enc, uint64_t *rng)
 		p[i] = (uint8_t)rng_next(rng);
 }
 
+/*
+ * Writes round into the header of the packet at p, as its sender would
+ * have: one store, in both timed loops alike.
+ */
+static inline void
+stamp_round(uint8_t *p, uint64_t round)
+{
+	uint64_t be = __builtin_bswap64(round);
+
+	memcpy(p + offsetof(struct tally_wire_hdr, round), &be, sizeof(be));
+}
+
 /* Writes the packet of worker w to set 'set' of slot 'slot'. */
 static void
 build_packet(struct engine *e, unsigned int set, unsigned int slot,
@@ -427,8 +441,9 @@ verify_round(struct engine *e)
 			enum tally_verdict_kind want = w + 1 < e->o.workers ?
 				TALLY_V_TAKEN : TALLY_V_COMPLETE;
 
-			const uint8_t *p = pkt_at(e, set, slot, w);
+			uint8_t *p = pkt_at(e, set, slot, w);
 
+			stamp_round(p, e->agg_round);
 			if (tally_agg_process(e->tab, &e->st, p, e->pkt_len,
 					NULL, &v) != want) {
 				fprintf(stderr, "tally-bench engine: slot %u "
@@ -514,13 +529,15 @@ agg_pass(struct engine *e, unsigned int rounds, uint64_t *ns)
 
 	t0 = bench_now_ns();
 	for (r = 0; r < rounds; r++) {
-		const uint8_t *p = e->frames + FRAME_HDR_OFF +
+		uint8_t *p = e->frames + FRAME_HDR_OFF +
 			((e->agg_round + r) & 1) * per_set * room;
 
 		for (s = 0; s < slots; s++) {
-			for (w = 0; w < workers; w++, p += room)
+			for (w = 0; w < workers; w++, p += room) {
+				stamp_round(p, e->agg_round + r);
 				kinds[tally_agg_process(tab, st, p, len, NULL,
 					&v)]++;
+			}
 			open += v.kind != TALLY_V_COMPLETE;
 		}
 	}
@@ -547,7 +564,8 @@ read_words(const uint8_t *p, size_t len)
 
 /*
  * Timed: the floor. The same packets in the same order, each header
- * decoded and its fields used, every payload word read; nothing written.
+ * decoded and its fields used, every payload word read; nothing written
+ * but the round field, as in agg_pass().
  */
 static int
 floor_pass(struct engine *e, unsigned int rounds, uint64_t *ns)
@@ -563,10 +581,11 @@ floor_pass(struct engine *e, unsigned int rounds, uint64_t *ns)
 
 	t0 = bench_now_ns();
 	for (r = 0; r < rounds; r++) {
-		const uint8_t *p = e->frames + FRAME_HDR_OFF +
+		uint8_t *p = e->frames + FRAME_HDR_OFF +
 			(r & 1) * per_set * room;
 
 		for (i = 0; i < per_set; i++, p += room) {
+			stamp_round(p, r);
 			bad += tally_hdr_decode(p, len, &h) != TALLY_ST_OK;
 			acc ^= h.job ^ (uint32_t)h.token ^ h.rank ^ h.slot ^
 				h.offset ^ h.flags;

@@ -100,7 +100,8 @@ elem(unsigned int r, unsigned int slot, unsigned int set, unsigned int e)
 }
 
 /*
- * Puts rank r's contribution of job id (slot, set, count i32 elements)
+ * Puts rank r's contribution of job id (slot, round set, count i32
+ * elements)
  * into the rx ring, from member address a and MAC mac.
  */
 static void
@@ -111,10 +112,10 @@ send_contrib(uint16_t id, unsigned int r, unsigned int slot,
 	uint8_t pl[TALLY_HDR_LEN + 4 * MAX_ELEMS], frame[F_PAY + sizeof(pl)];
 	struct tally_hdr h = {
 		.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM,
-		.flags = set ? TALLY_F_SET : 0, .enc = TALLY_ENC_I32,
+		.flags = set & 1 ? TALLY_F_SET : 0, .enc = TALLY_ENC_I32,
 		.job = id, .token = TOKEN, .rank = (uint8_t)r,
 		.slot = (uint16_t)slot, .offset = slot * 1000u,
-		.count = count, .next_block = TALLY_NO_BLOCK,
+		.count = count, .next_block = TALLY_NO_BLOCK, .round = set,
 	};
 	struct udp_spec s;
 	struct rte_mbuf *m;
@@ -392,10 +393,10 @@ several_lengths(void **state)
 		macs[r] = mmac(r, 5);
 	assert_int_equal(job_add(15, 0, 0, MAX_ELEMS), 0);
 	for (size_t k = 0; k < RTE_DIM(counts); k++) {
-		round_of(15, 0, k & 1, counts[k], 0, macs);
+		round_of(15, 0, (unsigned int)k, counts[k], 0, macs);
 		assert_int_equal(take_sent(s, WORLD), WORLD);
 		for (unsigned int r = 0; r < WORLD; r++)
-			assert_sum(&s[r], 0, k & 1, counts[k]);
+			assert_sum(&s[r], 0, (unsigned int)k, counts[k]);
 	}
 	assert_int_equal(tally_dp_job_del(&dp, 15, NULL), 0);
 	assert_pools_full();
@@ -427,9 +428,9 @@ replies_to_sender(void **state)
 	assert_memory_equal(s[0].dmac.addr_bytes, macs[2].addr_bytes, 6);
 	assert_true(s[0].h.flags & TALLY_F_RETX);
 	assert_sum(&s[0], 1, 0, 100);
-	/* Rank 0 moves on to set 1, then goes back to set 0: too early. */
+	/* Rank 0 moves on to round 1, then to 2: too early. */
 	send_contrib(16, 0, 1, 1, 100, maddr(0, 0), macs[0]);
-	send_contrib(16, 0, 1, 0, 100, maddr(0, 0), macs[0]);
+	send_contrib(16, 0, 1, 2, 100, maddr(0, 0), macs[0]);
 	poll_all();
 	assert_int_equal(take_sent(s, WORLD), 1);
 	assert_int_equal(s[0].h.type, TALLY_PT_NACK);

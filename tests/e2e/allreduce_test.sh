@@ -28,6 +28,11 @@ round() {
 }
 
 round f32 64M f32-64MiB
+# New contexts number their rounds from 0 again: as tallyd does for every
+# membership, the job starts afresh at the dataplane (fresh slots).
+dp_admin '{"cmd":"job_del","id":1}' >/dev/null &&
+	job_add 1 "$TOKEN" 0 1 2 3 >/dev/null
+ok $? "job 1 added again for new contexts"
 round i32 4M i32-4MiB
 round f32 1M f32-tiny-1MiB --scale-exp -140
 round f32 1M f32-huge-1MiB --scale-exp 120

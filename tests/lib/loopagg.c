@@ -47,6 +47,8 @@ struct loopagg {
 	uint8_t (*rxbuf)[PKT_ROOM];	/* [BURST] */
 	struct out_pkt *out;		/* [OUT_MAX] */
 	unsigned int nout;
+	struct out_pkt *old;		/* [LOOPAGG_OLD]: results sent */
+	unsigned int nold;		/* results ever kept there */
 };
 
 /* xorshift64*: a fixed sequence of draws for a seed. */
@@ -89,15 +91,46 @@ flush(struct loopagg *a, int fd)
 	a->nout = 0;
 }
 
-/* Queues hdr + payload to to, with the loss and duplication draws. */
+/*
+ * Keeps the result just queued at o (NULL: none) for later replays;
+ * then, with the replay draw, queues one of the old results kept, to to.
+ */
+static void
+replay_old(struct loopagg *a, int fd, const struct sockaddr_in *to,
+	const struct out_pkt *o)
+{
+	struct out_pkt *r;
+
+	if (a->conf.replay <= 0)
+		return;
+	if (o != NULL)
+		a->old[a->nold++ % LOOPAGG_OLD] = *o;
+	if (a->nold > 0 && draw(a) < a->conf.replay) {
+		unsigned int n = a->nold < LOOPAGG_OLD ? a->nold : LOOPAGG_OLD;
+
+		r = &a->out[a->nout++];
+		*r = a->old[(unsigned int)(draw(a) * n) % n];
+		r->to = *to;
+		a->st.replayed++;
+		if (a->nout == OUT_MAX)
+			flush(a, fd);
+	}
+}
+
+/*
+ * Queues hdr + payload to to, with the loss, duplication and replay
+ * draws.
+ */
 static void
 emit(struct loopagg *a, int fd, const struct sockaddr_in *to,
 	const struct tally_hdr *hdr, const void *payload, uint16_t plen)
 {
+	const struct out_pkt *last = NULL;
 	int copies = 1, i;
 
 	if (a->conf.loss_down > 0 && draw(a) < a->conf.loss_down) {
 		a->st.lost_down++;
+		replay_old(a, fd, to, NULL);
 		return;
 	}
 	if (a->conf.dup > 0 && draw(a) < a->conf.dup) {
@@ -112,9 +145,11 @@ emit(struct loopagg *a, int fd, const struct sockaddr_in *to,
 		if (plen > 0)
 			memcpy(o->buf + TALLY_HDR_LEN, payload, plen);
 		o->len = TALLY_HDR_LEN + plen;
+		last = o;	/* its bytes stay until the next emit */
 		if (a->nout == OUT_MAX)
 			flush(a, fd);
 	}
+	replay_old(a, fd, to, hdr->type == TALLY_PT_NACK ? NULL : last);
 }
 
 /* One packet (alone, or one of a bundle's) from 'from' on socket fd. */
@@ -161,6 +196,7 @@ handle(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	const struct sockaddr_in *from)
 {
 	unsigned int k = tally_bundle_count(pkt, len);
+	size_t stride = k > 1 ? tally_bundle_stride(pkt) : 0;
 
 	a->st.rx++;
 	if (a->conf.loss_up > 0 && draw(a) < a->conf.loss_up) {
@@ -170,8 +206,8 @@ handle(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	if (k > 1)
 		a->st.bundles++;
 	for (unsigned int i = 0; i < k; i++)
-		contribution(a, fd, pkt + i * (k > 1 ? TALLY_HDR_LEN : 0),
-			k > 1 ? TALLY_HDR_LEN : len, from);
+		contribution(a, fd, pkt + i * stride,
+			k > 1 ? (unsigned int)stride : len, from);
 }
 
 /* Takes what socket fd has, a burst at a time, until it has nothing. */
@@ -313,6 +349,7 @@ free_agg(struct loopagg *a)
 	tally_job_destroy(a->job);
 	free(a->rxbuf);
 	free(a->out);
+	free(a->old);
 	free(a);
 }
 
@@ -331,7 +368,10 @@ loopagg_start(const struct loopagg_conf *conf)
 	a->rng = conf->seed * 2 + 1;
 	a->rxbuf = malloc(sizeof(*a->rxbuf) * BURST);
 	a->out = malloc(sizeof(*a->out) * OUT_MAX);
-	if (a->conf.nports > MAX_PORTS || a->rxbuf == NULL || a->out == NULL) {
+	a->old = conf->replay > 0 ? malloc(sizeof(*a->old) * LOOPAGG_OLD) :
+		NULL;
+	if (a->conf.nports > MAX_PORTS || a->rxbuf == NULL ||
+			a->out == NULL || (conf->replay > 0 && a->old == NULL)) {
 		errno = a->conf.nports > MAX_PORTS ? EINVAL : ENOMEM;
 		goto err;
 	}

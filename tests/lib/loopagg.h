@@ -6,7 +6,9 @@
  * result to every member, at the address each rank's packets come from; a
  * stored result or a NACK to the sender; silence for what fails before
  * the sender is proven a member. It can lose packets in either direction
- * and duplicate its own, at random from a seed.
+ * and duplicate its own, and send results of earlier rounds again (as a
+ * network that holds packets back, or an attacker replaying them, would),
+ * at random from a seed.
  *
  * Test infrastructure only; the product's dataplane is tally-dp.
  */
@@ -28,6 +30,9 @@ struct loopagg_conf {
 	double loss_up;		/* chance a received packet is dropped */
 	double loss_down;	/* chance a packet to send is dropped */
 	double dup;		/* chance a packet to send goes twice */
+	double replay;		/* chance a packet to send is followed by an
+				 * old one: one of the last LOOPAGG_OLD
+				 * results sent, to the same address */
 	uint64_t seed;		/* of the loss and duplication draws */
 };
 
@@ -40,7 +45,10 @@ struct loopagg_stats {
 	uint64_t lost_up;		/* received, dropped by loss_up */
 	uint64_t lost_down;		/* to send, dropped by loss_down */
 	uint64_t duplicated;		/* sent twice */
+	uint64_t replayed;		/* old results sent again */
 };
+
+#define LOOPAGG_OLD	256	/* results kept for replay */
 
 struct loopagg;
 

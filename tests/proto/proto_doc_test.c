@@ -97,7 +97,7 @@ struct field {
 static const struct field fields[] = {
 	F(magic), F(version), F(type), F(flags), F(enc), F(job), F(token),
 	F(rank), F(status), F(slot), F(offset), F(count), F(scale_exp),
-	F(next_block),
+	F(next_block), F(round),
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -151,7 +151,7 @@ host_value(const struct tally_hdr *h, const char *name)
 	sizeof(((struct tally_hdr *)0)->m) }
 		H(version), H(type), H(flags), H(enc), H(job), H(token),
 		H(rank), H(status), H(slot), H(offset), H(count),
-		H(scale_exp), H(next_block),
+		H(scale_exp), H(next_block), H(round),
 #undef H
 	};
 
@@ -181,6 +181,7 @@ encoded_bytes_at_doc_offsets(void **state)
 		.token = 0x0102030405060708ull, .rank = 63, .status = 12,
 		.slot = 0x1234, .offset = 0xa1b2c3d4, .count = 0x3fff,
 		.scale_exp = -3, .next_block = 0x55667788,
+		.round = 0x8877665544332211ull,
 	};
 	uint8_t buf[TALLY_HDR_LEN];
 
@@ -246,10 +247,11 @@ flags_match(void **state)
 	static const struct constant c[] = {
 		{ "RETX", TALLY_F_RETX }, { "LAST", TALLY_F_LAST },
 		{ "SET", TALLY_F_SET }, { "SPARSE", TALLY_F_SPARSE },
+		{ "AUTH", TALLY_F_AUTH },
 	};
 
 	(void)state;
-	check_constants("### Flags", c, 4, 1);
+	check_constants("### Flags", c, 5, 1);
 }
 
 static void
@@ -338,6 +340,11 @@ port_and_magic_stated(void **state)
 	assert_non_null(strstr(doc, s));
 	snprintf(s, sizeof(s), "# tally wire protocol, version %d",
 		TALLY_PROTO_VERSION);
+	assert_non_null(strstr(doc, s));
+	snprintf(s, sizeof(s), "starts with this %d-byte header",
+		TALLY_HDR_LEN);
+	assert_non_null(strstr(doc, s));
+	snprintf(s, sizeof(s), "a %d-byte tag", TALLY_TAG_LEN);
 	assert_non_null(strstr(doc, s));
 }
 

@@ -25,13 +25,18 @@ rnd(void)
 	return z ^ (z >> 31);
 }
 
-/* A valid packet: header h plus its payload of zeroes. Returns length. */
+/*
+ * A valid packet: header h plus its payload of zeroes (and a tag of
+ * zeroes when h has the flag AUTH). Returns length.
+ */
 static size_t
 build(uint8_t *buf, const struct tally_hdr *h)
 {
 	size_t plen = h->type == TALLY_PT_NACK ? 0 :
 		tally_enc_payload_len(h->enc, h->count);
 
+	if (h->flags & TALLY_F_AUTH)
+		plen += TALLY_TAG_LEN;
 	tally_hdr_encode(h, buf);
 	memset(buf + TALLY_HDR_LEN, 0, plen);
 	return TALLY_HDR_LEN + plen;
@@ -45,13 +50,13 @@ sample(void)
 		.flags = TALLY_F_SET, .enc = TALLY_ENC_I32, .job = 7,
 		.token = 0xfeedfacecafebeefull, .rank = 3, .slot = 9,
 		.offset = 2304, .count = TALLY_DEFAULT_ELEMS, .scale_exp = 20,
-		.next_block = TALLY_NO_BLOCK,
+		.next_block = TALLY_NO_BLOCK, .round = 0x0102030405060708ull,
 	};
 
 	return h;
 }
 
-static uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_ELEMS * 4 + 8];
+static uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_ELEMS * 4 + TALLY_TAG_LEN + 8];
 
 static void
 round_trip_random(void **state)
@@ -80,6 +85,7 @@ round_trip_random(void **state)
 		h.count = (uint16_t)(1 + (r >> 48) % TALLY_MAX_ELEMS);
 		h.scale_exp = (int16_t)rnd();
 		h.next_block = (uint32_t)rnd();
+		h.round = rnd();
 		len = build(buf, &h);
 		memset(&d, 0, sizeof(d));
 		assert_int_equal(tally_hdr_decode(buf, len, &d), TALLY_ST_OK);
@@ -97,13 +103,45 @@ wire_layout(void **state)
 	tally_hdr_encode(&h, buf);
 	assert_int_equal(buf[0], 0x7a);
 	assert_int_equal(buf[1], 0x11);
-	assert_int_equal(buf[2], 1);
+	assert_int_equal(buf[2], 2);
 	assert_int_equal(buf[3], TALLY_PT_SUM);
 	assert_int_equal(buf[7], 7);		/* job, low byte last */
 	assert_int_equal(buf[8], 0xfe);	/* token, most significant first */
 	assert_int_equal(buf[15], 0xef);
 	assert_int_equal(buf[26], 0xff);	/* -2 as big-endian int16 */
 	assert_int_equal(buf[27], 0xfe);
+	for (int i = 0; i < 8; i++)		/* round, big-endian */
+		assert_int_equal(buf[32 + i], i + 1);
+	assert_int_equal(sizeof(struct tally_wire_hdr), 40);
+	assert_int_equal(offsetof(struct tally_wire_hdr, round), 32);
+}
+
+/* The flag AUTH: a tag of TALLY_TAG_LEN bytes ends every packet. */
+static void
+auth_tag_length(void **state)
+{
+	struct tally_hdr h = sample(), d;
+	size_t len;
+
+	(void)state;
+	h.flags |= TALLY_F_AUTH;
+	len = build(buf, &h);
+	assert_int_equal(len, tally_pkt_len(h.enc, h.count, 1));
+	assert_int_equal(len, TALLY_HDR_LEN + 4 * h.count + TALLY_TAG_LEN);
+	assert_int_equal(tally_hdr_decode(buf, len, &d), TALLY_ST_OK);
+	assert_int_equal(tally_hdr_decode(buf, len - TALLY_TAG_LEN, &d),
+		TALLY_ST_BAD_LENGTH);
+	h.flags &= (uint8_t)~TALLY_F_AUTH;
+	tally_hdr_encode(&h, buf);
+	assert_int_equal(tally_hdr_decode(buf, len, &d), TALLY_ST_BAD_LENGTH);
+	/* A NACK carries the tag alone. */
+	h.type = TALLY_PT_NACK;
+	h.flags |= TALLY_F_AUTH;
+	tally_hdr_encode(&h, buf);
+	assert_int_equal(tally_hdr_decode(buf, TALLY_HDR_LEN + TALLY_TAG_LEN,
+		&d), TALLY_ST_OK);
+	assert_int_equal(tally_hdr_decode(buf, TALLY_HDR_LEN, &d),
+		TALLY_ST_BAD_LENGTH);
 }
 
 static void
@@ -367,6 +405,16 @@ bundles(void **state)
 	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 2);
 	assert_int_equal(tally_hdr_decode(b + TALLY_HDR_LEN, TALLY_HDR_LEN,
 		&d), TALLY_ST_BAD_LENGTH);
+	/* With the flag AUTH, each entry is a header and its tag. */
+	h.count = 0;
+	h.flags |= TALLY_F_AUTH;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_bundle_stride(b), TALLY_HDR_LEN + TALLY_TAG_LEN);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 1);
+	assert_int_equal(tally_bundle_count(b, 3 * (TALLY_HDR_LEN +
+		TALLY_TAG_LEN)), 3);
+	assert_int_equal(tally_bundle_count(b, TALLY_HDR_LEN +
+		TALLY_TAG_LEN), 1);
 }
 
 int
@@ -375,6 +423,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip_random),
 		cmocka_unit_test(wire_layout),
+		cmocka_unit_test(auth_tag_length),
 		cmocka_unit_test(truncated),
 		cmocka_unit_test(bad_magic_version_type),
 		cmocka_unit_test(bad_encoding),
