@@ -6,6 +6,22 @@
 
 static const struct tally_addr any_src;
 
+/*
+ * In an authenticated job: gives v's answer (its header, and its payload
+ * when it has one) the flag AUTH and its tag, with key k as kind.
+ */
+static void
+sign(struct tally_verdict *v, const struct tally_mac_key *k,
+	enum tally_mac_kind kind)
+{
+	uint8_t wire[TALLY_HDR_LEN];
+
+	v->hdr.flags |= TALLY_F_AUTH;
+	tally_hdr_encode(&v->hdr, wire);
+	tally_mac_tag(k, kind, wire, v->payload, v->payload_len, v->tag);
+	v->tagged = 1;
+}
+
 /* A block-sparse contribution: the uncommon path. */
 static inline int
 unlikely_sparse(const struct tally_hdr *h)
@@ -36,6 +52,9 @@ nack(struct tally_agg_stats *st, struct tally_verdict *v,
 	v->hdr.type = TALLY_PT_NACK;
 	v->hdr.status = (uint8_t)s;
 	v->hdr.flags &= TALLY_F_SET | TALLY_F_RETX | TALLY_F_LAST;
+	if (v->job->mac != NULL)
+		sign(v, tally_job_mac(v->job, 2 + 2 * (unsigned int)h->rank),
+			TALLY_MAC_NACK);
 	return v->kind;
 }
 
@@ -114,6 +133,8 @@ result(const struct tally_job *job, const struct tally_set *set,
 	v->payload = tally_job_lanes(job, slot, b);
 	v->payload_len = set->res_len;
 	v->kind = kind;
+	if (job->mac != NULL)
+		sign(v, tally_job_mac(job, 0), TALLY_MAC_RESULT);
 	return kind;
 }
 
@@ -276,6 +297,7 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 	v->status = TALLY_ST_OK;
 	v->payload = NULL;
 	v->payload_len = 0;
+	v->tagged = 0;
 	s = tally_hdr_decode(pkt, len, &h);
 	if (s == TALLY_ST_TRUNCATED || s == TALLY_ST_BAD_MAGIC ||
 			s == TALLY_ST_BAD_VERSION || s == TALLY_ST_BAD_TYPE)
@@ -292,6 +314,12 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 		return refuse(st, v, TALLY_ST_BAD_RANK);
 	if (!addr_match(&job->conf.members[h.rank], src ? src : &any_src))
 		return refuse(st, v, TALLY_ST_BAD_SOURCE);
+	/* An authenticated job's member proves itself with its tag. */
+	if (__builtin_expect(job->mac != NULL || (h.flags & TALLY_F_AUTH), 0) &&
+			(job->mac == NULL || !(h.flags & TALLY_F_AUTH) ||
+			 !tally_mac_verify(tally_job_mac(job, 1 + 2 *
+				(unsigned int)h.rank), TALLY_MAC_UP, pkt, len)))
+		return refuse(st, v, TALLY_ST_BAD_AUTH);
 	v->rank = h.rank;
 	if (s != TALLY_ST_OK)
 		return nack(st, v, &h, s);

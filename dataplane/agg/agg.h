@@ -50,13 +50,18 @@ struct tally_verdict {
 	struct tally_hdr hdr;	/* header to send (COMPLETE, RESEND, NACK) */
 	const void *payload;	/* result, borrowed from the slot: copy it */
 	uint16_t payload_len;	/*   before the slot's next packet */
+	uint8_t tagged;		/* hdr has the flag AUTH: tag follows the
+				 * payload (an authenticated job) */
+	uint8_t tag[TALLY_TAG_LEN];
 };
 
 /*
  * Processes one packet of len bytes from src, as the owner of the slot it
  * names. Borrows pkt. Fills v and returns v->kind. Every refusal is
  * counted in st under the first check it fails, in this order: header
- * (truncated, magic, version), type, job, token, rank, source, then the
+ * (truncated, magic, version), type, job, token, rank, source, the tag
+ * (an authenticated job's packet must carry the right one, a plain
+ * job's none: bad_auth), then the
  * checks that are answered with a NACK because the sender is a proven
  * member: encoding, length, slot, mismatch, early; and a packet of a
  * round its sender has moved past is dropped as stale (docs/protocol.md,

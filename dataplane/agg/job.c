@@ -17,11 +17,42 @@ conf_valid(const struct tally_job_conf *c)
 		c->max_elems >= 1 && c->max_elems <= TALLY_MAX_ELEMS;
 }
 
+/* Expands an authenticated job's keys: the results', then each member's. */
+static int
+make_keys(struct tally_job *job)
+{
+	const struct tally_job_conf *c = &job->conf;
+	size_t n = 1 + 2 * (size_t)c->world;
+
+	if (posix_memalign((void **)&job->mac, 64, n * sizeof(*job->mac)) != 0)
+		return -ENOMEM;
+	if (tally_mac_key_init(&job->mac[0], c->key_result) != 0)
+		return -ENOTSUP;
+	for (unsigned int r = 0; r < c->world; r++)
+		if (tally_mac_key_init(&job->mac[1 + 2 * r], c->keys[r].up) ||
+				tally_mac_key_init(&job->mac[2 + 2 * r],
+					c->keys[r].down))
+			return -ENOTSUP;
+	return 0;
+}
+
+static void
+free_keys(struct tally_job *job)
+{
+	if (job->mac == NULL)
+		return;
+	for (size_t i = 0; i < 1 + 2 * (size_t)job->conf.world; i++)
+		tally_mac_key_wipe(&job->mac[i]);
+	free(job->mac);
+	job->mac = NULL;
+}
+
 struct tally_job *
 tally_job_create(const struct tally_job_conf *conf)
 {
 	struct tally_job *job;
 	size_t nsets, lanes_bytes;
+	int rc;
 
 	if (conf == NULL || !conf_valid(conf)) {
 		errno = EINVAL;
@@ -40,6 +71,15 @@ tally_job_create(const struct tally_job_conf *conf)
 	if (posix_memalign((void **)&job->lanes, 64, lanes_bytes) != 0)
 		goto err_sets;
 	memset(job->lanes, 0, lanes_bytes);
+	rc = conf->auth ? make_keys(job) : 0;
+	/* The raw keys stay only in their expanded form. */
+	explicit_bzero(job->conf.key_result, sizeof(job->conf.key_result));
+	explicit_bzero(job->conf.keys, sizeof(job->conf.keys));
+	if (rc != 0) {
+		tally_job_destroy(job);
+		errno = -rc;
+		return NULL;
+	}
 	tally_job_reset(job);
 	return job;
 
@@ -63,6 +103,7 @@ tally_job_destroy(struct tally_job *job)
 {
 	if (job == NULL)
 		return;
+	free_keys(job);
 	free(job->lanes);
 	free(job->sets);
 	free(job);

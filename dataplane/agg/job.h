@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include <tally/mac.h>
 #include <tally/proto.h>
 
 /* A member's UDP source, both fields in network order; 0 matches any. */
@@ -28,6 +29,13 @@ struct tally_job_conf {
 	struct tally_addr group; /* results to this IPv4 multicast group
 				  * and port, one frame a round; ip 0:
 				  * to every member (the engine ignores it) */
+	uint8_t auth;		/* every packet carries a tag (flag AUTH,
+				 * docs/protocol.md "Authenticated jobs") */
+	uint8_t key_result[TALLY_KEY_LEN]; /* auth: the results' key */
+	struct {
+		uint8_t up[TALLY_KEY_LEN];	/* the member's packets */
+		uint8_t down[TALLY_KEY_LEN];	/* NACKs to the member */
+	} keys[TALLY_MAX_WORKERS];	/* auth: by rank */
 };
 
 #define TALLY_MAX_WINDOW 32768
@@ -93,6 +101,9 @@ struct tally_job {
 	struct tally_set *sets;	/* [slot * 2 + set] */
 	uint32_t *lanes;	/* [(slot * 2 + set) * stride] */
 	uint32_t stride;	/* lanes a set, max_elems rounded up to 16 */
+	struct tally_mac_key *mac; /* auth: expanded keys, [0] the results',
+				 * [1 + 2 r] rank r's up, [2 + 2 r] its
+				 * down (tally_job_mac()); NULL: plain */
 	void *ext;		/* the dataplane's part of the job (tally-dp:
 				 * counters, result headers), owned by
 				 * whoever hung it here; NULL from
@@ -101,8 +112,10 @@ struct tally_job {
 };
 
 /*
- * Allocates a job with every slot empty. Returns NULL with errno EINVAL
- * for a configuration out of range, ENOMEM when memory runs out.
+ * Allocates a job with every slot empty (and, for an authenticated job,
+ * its keys expanded; the raw keys are not kept). Returns NULL with errno
+ * EINVAL for a configuration out of range, ENOMEM when memory runs out,
+ * ENOTSUP for an authenticated job on a CPU without AES instructions.
  */
 struct tally_job *tally_job_create(const struct tally_job_conf *conf);
 
@@ -111,6 +124,13 @@ void tally_job_destroy(struct tally_job *job);
 
 /* Empties every slot (a restarted job begins with fresh rounds). */
 void tally_job_reset(struct tally_job *job);
+
+/* An authenticated job's expanded key: 0 results, else 1 + 2 r + down. */
+static inline const struct tally_mac_key *
+tally_job_mac(const struct tally_job *job, unsigned int i)
+{
+	return &job->mac[i];
+}
 
 static inline struct tally_set *
 tally_job_set(const struct tally_job *job, unsigned int slot, unsigned int set)

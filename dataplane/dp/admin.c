@@ -141,6 +141,8 @@ job_json(const struct tally_dp *dp, const struct tally_job *job)
 		"max_elems", c->max_elems, "narrow", c->narrow, "mem_bytes",
 		(json_int_t)x->mem, "encodings", encs_json(x->encs), "members",
 		members);
+	if (o != NULL && c->auth)	/* never the keys */
+		json_object_set_new(o, "auth", json_true());
 	if (c->group.ip != 0) {
 		inet_ntop(AF_INET, &c->group.ip, ip, sizeof(ip));
 		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",

@@ -19,7 +19,8 @@ static const struct command commands[TALLY_ADMIN_CMD_MAX_] = {
 	[TALLY_ADMIN_JOB_ADD] = { "job_add", "{\"id\", \"token\", "
 		"\"world\", \"window\"?, \"max_elems\"?, \"narrow\"?, "
 		"\"members\": [{\"ip\", \"port\"}, ...], \"group\"?: "
-		"{\"ip\", \"port\"}, \"encodings\"?: [NAME, ...]}" },
+		"{\"ip\", \"port\"}, \"encodings\"?: [NAME, ...], \"auth\"?: "
+		"{\"result\", \"up\": [...], \"down\": [...]}}" },
 	[TALLY_ADMIN_JOB_DEL] = { "job_del", "{\"id\"}" },
 	[TALLY_ADMIN_JOB_LIST] = { "job_list", "{\"after\"?, \"limit\"?}" },
 	[TALLY_ADMIN_STATS] = { "stats", "{}" },
@@ -254,9 +255,58 @@ parse_group(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 	return 0;
 }
 
+/* A key of TALLY_KEY_LEN bytes from 2 x TALLY_KEY_LEN hex digits. */
+static int
+get_key(json_t *x, uint8_t *key)
+{
+	const char *s = json_string_value(x);
+
+	if (s == NULL || strlen(s) != 2 * TALLY_KEY_LEN ||
+			strspn(s, "0123456789abcdefABCDEF") != 2 * TALLY_KEY_LEN)
+		return -EINVAL;
+	for (unsigned int i = 0; i < TALLY_KEY_LEN; i++) {
+		char b[3] = { s[2 * i], s[2 * i + 1], 0 };
+
+		key[i] = (uint8_t)strtoul(b, NULL, 16);
+	}
+	return 0;
+}
+
+/*
+ * "auth": {"result": KEY, "up": [KEY by rank], "down": [KEY by rank]},
+ * keys as 32 hex digits; absent: a plain job (docs/protocol.md,
+ * "Authenticated jobs").
+ */
+static int
+parse_auth(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
+{
+	json_t *a = json_object_get(o, "auth");
+	json_t *up = json_object_get(a, "up"), *down = json_object_get(a,
+		"down");
+
+	if (a == NULL)
+		return 0;
+	if (get_key(json_object_get(a, "result"), c->key_result) != 0)
+		return fail(EINVAL, why, wlen, "'auth': 'result' must be %d "
+			"hex digits", 2 * TALLY_KEY_LEN);
+	if (!json_is_array(up) || json_array_size(up) != c->world ||
+			!json_is_array(down) || json_array_size(down) != c->world)
+		return fail(EINVAL, why, wlen, "'auth': 'up' and 'down' must "
+			"be arrays of 'world' (%u) keys, by rank", c->world);
+	for (unsigned int r = 0; r < c->world; r++)
+		if (get_key(json_array_get(up, r), c->keys[r].up) != 0 ||
+				get_key(json_array_get(down, r),
+					c->keys[r].down) != 0)
+			return fail(EINVAL, why, wlen, "'auth': member %u: "
+				"keys must be %d hex digits", r,
+				2 * TALLY_KEY_LEN);
+	c->auth = 1;
+	return 0;
+}
+
 static const char *const job_keys[] = {
 	"cmd", "id", "token", "world", "window", "max_elems", "narrow",
-	"members", "group", "encodings", NULL,
+	"members", "group", "encodings", "auth", NULL,
 };
 
 static const char *const list_keys[] = { "cmd", "after", "limit", NULL };
@@ -310,7 +360,8 @@ tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c,
 	c->narrow = json_is_true(narrow);
 	if (parse_members(req, c, why, wlen) != 0 ||
 			parse_group(req, c, why, wlen) != 0 ||
-			parse_encodings(req, encs, why, wlen) != 0)
+			parse_encodings(req, encs, why, wlen) != 0 ||
+			parse_auth(req, c, why, wlen) != 0)
 		return -EINVAL;
 	return 0;
 }

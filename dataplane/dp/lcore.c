@@ -128,7 +128,7 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		return;
 	}
 	body = tally_net_body(dp->pool, &v->hdr, v->payload, v->payload_len,
-		&ck);
+		v->tagged ? v->tag : NULL, &ck);
 	if (body == NULL) {
 		lc->st.no_mbuf++;
 		return;
@@ -156,7 +156,8 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	if (v->kind == TALLY_V_NACK)
 		sent = 0;
 	c->results += sent;
-	c->bytes_out += (uint64_t)sent * (TALLY_HDR_LEN + v->payload_len);
+	c->bytes_out += (uint64_t)sent * (TALLY_HDR_LEN + v->payload_len +
+		(v->tagged ? TALLY_TAG_LEN : 0));
 }
 
 /*

@@ -99,14 +99,15 @@ void tally_net_icmp_reply(struct rte_mbuf *m,
 	const struct tally_net_self *self);
 
 /*
- * A result body: one mbuf from pool holding the encoded header h and len
- * bytes of payload (copied here, once). *cksum receives the raw 16-bit
+ * A result body: one mbuf from pool holding the encoded header h, len
+ * bytes of payload and, unless tag is NULL, the TALLY_TAG_LEN bytes of
+ * tag (an authenticated job's), all copied here, once. *cksum receives the raw 16-bit
  * one's-complement sum of the body for tally_net_fanout(). Returns NULL when
  * the pool is empty or the body does not fit one segment.
  */
 struct rte_mbuf *tally_net_body(struct rte_mempool *pool,
 	const struct tally_hdr *h, const void *payload, uint16_t len,
-	uint32_t *cksum);
+	const uint8_t *tag, uint32_t *cksum);
 
 /* Ethernet, IPv4 (no options) and UDP: the headers of a result frame. */
 #define TALLY_NET_HDRS_LEN	42

@@ -72,15 +72,17 @@ st16(uint8_t *p, uint16_t v)
 }
 
 /*
- * Allocates the body from pool and fills it (payload: len bytes,
- * borrowed, copied here). Returns NULL when the pool is empty or the
- * body does not fit one segment, or an IPv4 datagram.
+ * Allocates the body from pool and fills it (payload: len bytes, and
+ * tag: TALLY_TAG_LEN bytes unless NULL, borrowed, copied here). Returns
+ * NULL when the pool is empty or the body does not fit one segment, or
+ * an IPv4 datagram.
  */
 struct rte_mbuf *
 tally_net_body(struct rte_mempool *pool, const struct tally_hdr *h,
-	const void *payload, uint16_t len, uint32_t *cksum)
+	const void *payload, uint16_t len, const uint8_t *tag, uint32_t *cksum)
 {
-	uint32_t blen = TALLY_HDR_LEN + (uint32_t)len;
+	uint32_t blen = TALLY_HDR_LEN + (uint32_t)len +
+		(tag != NULL ? TALLY_TAG_LEN : 0);
 	struct rte_mbuf *m;
 	uint8_t *p;
 
@@ -97,6 +99,8 @@ tally_net_body(struct rte_mempool *pool, const struct tally_hdr *h,
 	tally_hdr_encode(h, p);
 	if (len != 0)
 		memcpy(p + TALLY_HDR_LEN, payload, len);
+	if (tag != NULL)
+		memcpy(p + TALLY_HDR_LEN + len, tag, TALLY_TAG_LEN);
 	*cksum = tally_net_raw_cksum(p, blen);
 	return m;
 }

@@ -136,6 +136,33 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	return 0;
 }
 
+/* Expands an authenticated job's keys (keys borrowed) into ctx->mac. */
+static int
+make_keys(struct tally_ctx *ctx, const struct tally_auth_keys *keys)
+{
+	const uint8_t *raw[3] = { keys->up, keys->down, keys->result };
+
+	if (posix_memalign((void **)&ctx->mac, 64, 3 * sizeof(*ctx->mac)))
+		return tally_ctx_open_fail(-ENOMEM, "out of memory");
+	for (int i = 0; i < 3; i++)
+		if (tally_mac_key_init(&ctx->mac[i], raw[i]) != 0)
+			return tally_ctx_open_fail(-ENOTSUP, "an authenticated "
+				"job needs AES instructions (AES-NI), which "
+				"this CPU lacks");
+	return 0;
+}
+
+static void
+free_keys(struct tally_ctx *ctx)
+{
+	if (ctx->mac == NULL)
+		return;
+	for (int i = 0; i < 3; i++)
+		tally_mac_key_wipe(&ctx->mac[i]);
+	free(ctx->mac);
+	ctx->mac = NULL;
+}
+
 int
 tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 {
@@ -155,8 +182,10 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	rc = check_opts(o, &uc, ctx);
 	if (rc != 0)
 		goto err_free;
+	if (o->auth != NULL && (rc = make_keys(ctx, o->auth)) != 0)
+		goto err_free;
 	ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
-	ctx->rx_room = TALLY_HDR_LEN + 4u * ctx->elems;
+	ctx->rx_room = TALLY_HDR_LEN + 4u * ctx->elems + TALLY_TAG_LEN;
 	ctx->rxbuf = malloc((size_t)TALLY_TP_BURST * ctx->rx_room);
 	if (ctx->slots == NULL || ctx->rxbuf == NULL) {
 		rc = tally_ctx_open_fail(-ENOMEM, "out of memory");
@@ -172,6 +201,7 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	*out = ctx;
 	return 0;
 err_free:
+	free_keys(ctx);
 	free(ctx->rxbuf);
 	free(ctx->slots);
 	free(ctx);
@@ -187,6 +217,7 @@ tally_ctx_close(struct tally_ctx *ctx)
 	tally_state_free(ctx->state);
 	free(ctx->fixp);
 	free(ctx->stage);
+	free_keys(ctx);
 	free(ctx->rxbuf);
 	free(ctx->slots);
 	free(ctx);

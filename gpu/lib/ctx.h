@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include <tally/codec.h>
+#include <tally/mac.h>
 #include <tally/proto.h>
 #include <tally/tally.h>
 
@@ -21,6 +22,9 @@
 struct tally_round;
 
 #define TALLY_CTX_ERR_LEN	256
+
+/* Where each of an authenticated context's keys is, in ctx->mac. */
+enum { TALLY_CTX_KEY_UP, TALLY_CTX_KEY_DOWN, TALLY_CTX_KEY_RESULT };
 #define TALLY_RTO_MAX_US	200000u	/* retransmission timeout cap */
 
 /*
@@ -38,6 +42,7 @@ struct tally_slot {
 	uint32_t rto_us;	/* current timeout of that chunk */
 	uint8_t busy;		/* a chunk is outstanding */
 	uint8_t hdr[TALLY_HDR_LEN]; /* the chunk's header, wire order */
+	uint8_t tag[TALLY_TAG_LEN]; /* its tag (an authenticated job) */
 };
 
 struct tally_ctx {
@@ -69,6 +74,9 @@ struct tally_ctx {
 					 * of the codecs' random draws */
 	struct tally_state *state;	/* tally_allreduce()'s own codec
 					 * memory, for its one tensor */
+	struct tally_mac_key *mac;	/* an authenticated job's keys,
+					 * expanded: [TALLY_CTX_KEY_UP..];
+					 * NULL: a plain job */
 	int broken;			/* an allreduce failed: slots unknown */
 	struct tally_ctx_stats st;
 	char err[TALLY_CTX_ERR_LEN];
@@ -207,6 +215,24 @@ uint32_t tally_lib_back_off(struct tally_ctx *ctx, uint32_t rto_us);
  */
 uint64_t tally_lib_retx_deadline(struct tally_ctx *ctx, uint64_t now_ns,
 	uint32_t rto_us);
+
+/*
+ * In an authenticated job (ctx->mac), the tag of this member's packet
+ * whose header is hdr (wire order, flag AUTH set) and payload plen
+ * bytes at payload, into tag. Borrows all.
+ */
+void tally_lib_sign(const struct tally_ctx *ctx, const uint8_t *hdr,
+	const void *payload, size_t plen, uint8_t *tag);
+
+/*
+ * Whether the received packet buf of len bytes (h its decoded header, a
+ * result or NACK of this job) may be believed: in an authenticated job
+ * it carries the flag AUTH and the right tag (a NACK the member's down
+ * key's, a result the job's result key's); in a plain job it carries
+ * none. Counts what fails in ctx->st.forged. 1 or 0.
+ */
+int tally_lib_authentic(struct tally_ctx *ctx, const struct tally_hdr *h,
+	const uint8_t *buf, uint32_t len);
 
 /*
  * Counts a received result that matches no packet in flight: stale when

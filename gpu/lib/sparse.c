@@ -59,6 +59,7 @@ struct stream {
 	const void *payload;	/* of the packet in flight; NULL: none */
 	uint32_t plen;
 	uint8_t hdr[TALLY_HDR_LEN];
+	uint8_t tag[TALLY_TAG_LEN]; /* its tag (an authenticated job) */
 };
 
 struct srun {
@@ -74,8 +75,10 @@ struct srun {
 	int err;
 	unsigned int ntx;
 	struct tally_tx_pkt tx[TALLY_TP_BURST];
-	/* tx[i]'s bundle of headers alone, when iov[1] is empty */
-	uint8_t (*bundle)[TALLY_BUNDLE_MAX * TALLY_HDR_LEN];
+	/* tx[i]'s bundle of headers alone (each with its tag in an
+	 * authenticated job), when iov[1] is empty */
+	uint8_t (*bundle)[TALLY_BUNDLE_MAX * (TALLY_HDR_LEN + TALLY_TAG_LEN)];
+	size_t stride;		/* bytes a bundled header takes */
 };
 
 static uint64_t
@@ -116,12 +119,14 @@ join_bundle(struct srun *run, uint16_t s)
 		size_t len = p->iov[0].iov_len;
 
 		if (p->iov[1].iov_len != 0 || p->slot % np != s % np ||
-				len == sizeof(run->bundle[i]))
+				len == TALLY_BUNDLE_MAX * run->stride)
 			continue;
 		memcpy(run->bundle[i] + len, run->st[s].hdr, TALLY_HDR_LEN);
-		p->iov[0].iov_len = len + TALLY_HDR_LEN;
+		memcpy(run->bundle[i] + len + TALLY_HDR_LEN, run->st[s].tag,
+			run->stride - TALLY_HDR_LEN);
+		p->iov[0].iov_len = len + run->stride;
 		/* The first of the bundle counts when it gets company. */
-		run->ctx->st.bundled += len == TALLY_HDR_LEN ? 2 : 1;
+		run->ctx->st.bundled += len == run->stride ? 2 : 1;
 		return 1;
 	}
 	return 0;
@@ -138,7 +143,7 @@ queue(struct srun *run, uint16_t s)
 	struct tally_tx_pkt *p;
 
 	run->ctx->st.packets_sent++;
-	run->ctx->st.bytes_sent += TALLY_HDR_LEN + st->plen;
+	run->ctx->st.bytes_sent += run->stride + st->plen;
 	if (st->plen == 0 && join_bundle(run, s))
 		return;
 	p = &run->tx[run->ntx];
@@ -147,9 +152,16 @@ queue(struct srun *run, uint16_t s)
 	p->iov[0].iov_len = TALLY_HDR_LEN;
 	p->iov[1].iov_base = (void *)(uintptr_t)st->payload;
 	p->iov[1].iov_len = st->plen;
+	p->iov[2].iov_base = st->tag;
+	p->iov[2].iov_len = run->stride - TALLY_HDR_LEN;
 	if (st->plen == 0) {
+		/* The header and its tag, to which others may be added. */
 		memcpy(run->bundle[run->ntx], st->hdr, TALLY_HDR_LEN);
+		memcpy(run->bundle[run->ntx] + TALLY_HDR_LEN, st->tag,
+			run->stride - TALLY_HDR_LEN);
 		p->iov[0].iov_base = run->bundle[run->ntx];
+		p->iov[0].iov_len = run->stride;
+		p->iov[2].iov_len = 0;
 	}
 	if (++run->ntx == TALLY_TP_BURST)
 		flush(run);
@@ -175,7 +187,8 @@ contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 		.version = TALLY_PROTO_VERSION,
 		.type = TALLY_PT_SUM,
 		.flags = (uint8_t)(TALLY_F_SPARSE |
-			(ctx->slots[s].round & 1 ? TALLY_F_SET : 0)),
+			(ctx->slots[s].round & 1 ? TALLY_F_SET : 0) |
+			(ctx->mac != NULL ? TALLY_F_AUTH : 0)),
 		.enc = TALLY_ENC_I32,
 		.job = ctx->job,
 		.token = ctx->token,
@@ -189,6 +202,8 @@ contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 		.round = ctx->slots[s].round,
 	};
 	tally_hdr_encode(&h, st->hdr);
+	if (ctx->mac != NULL)
+		tally_lib_sign(ctx, st->hdr, run->q + off, count * 4u, st->tag);
 	st->offset = off;
 	st->payload = count > 0 ? run->q + off : NULL;
 	st->plen = count * 4;
@@ -238,6 +253,8 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		ctx->st.duplicates++;
 		return;
 	}
+	if (!tally_lib_authentic(ctx, &h, buf, len))
+		return;
 	st = &run->st[h.slot];
 	if (h.type == TALLY_PT_NACK) {
 		ctx->st.nacks++;
@@ -253,7 +270,8 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 			!(h.flags & TALLY_F_SPARSE) || !st->busy ||
 			h.round != ctx->slots[h.slot].round ||
 			h.offset != st->offset || h.scale_exp != run->e ||
-			len != TALLY_HDR_LEN + 4u * h.count ||
+			len != tally_pkt_len(TALLY_ENC_I32, h.count,
+				ctx->mac != NULL) ||
 			(h.count > 0 && ((size_t)h.offset + h.count > run->n))) {
 		tally_lib_unmatched(ctx, &h);
 		return;
@@ -403,7 +421,8 @@ tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
 	struct tally_sparse_params p = { .seed = ctx->codec.seed };
 	size_t nblocks = TALLY_SPARSE_NBLOCKS(n);
 	uint32_t *blocks = NULL, *bystream = NULL, *count = NULL;
-	struct srun run = { .ctx = ctx, .buf = buf, .n = n };
+	struct srun run = { .ctx = ctx, .buf = buf, .n = n,
+		.stride = TALLY_HDR_LEN + (ctx->mac != NULL ? TALLY_TAG_LEN : 0) };
 	float thr, *vals = NULL;
 	size_t nsel = 0;
 	int rc;

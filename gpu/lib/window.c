@@ -118,8 +118,10 @@ queue(struct run *run, uint16_t s)
 		tally_enc_payload_len(run->r->enc,
 			chunk_offset(run, slot->chunk)));
 	p->iov[1].iov_len = len;
+	p->iov[2].iov_base = slot->tag;
+	p->iov[2].iov_len = ctx->mac != NULL ? TALLY_TAG_LEN : 0;
 	ctx->st.packets_sent++;
-	ctx->st.bytes_sent += TALLY_HDR_LEN + len;
+	ctx->st.bytes_sent += TALLY_HDR_LEN + len + p->iov[2].iov_len;
 	if (run->ntx == TALLY_TP_BURST)
 		flush(run);
 }
@@ -134,7 +136,8 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		.version = TALLY_PROTO_VERSION,
 		.type = run->r->type,
 		.flags = (uint8_t)((slot->round & 1 ? TALLY_F_SET : 0) |
-			(c == run->nchunks - 1 ? TALLY_F_LAST : 0)),
+			(c == run->nchunks - 1 ? TALLY_F_LAST : 0) |
+			(ctx->mac != NULL ? TALLY_F_AUTH : 0)),
 		.enc = run->r->enc,
 		.job = ctx->job,
 		.token = ctx->token,
@@ -150,6 +153,11 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 	if (run->r->encode != NULL)
 		run->r->encode(run->r, h.offset, h.count);
 	tally_hdr_encode(&h, slot->hdr);
+	/* One tag a chunk: its retransmissions (RETX) keep it. */
+	if (ctx->mac != NULL)
+		tally_lib_sign(ctx, slot->hdr, (const uint8_t *)run->r->src +
+			tally_enc_payload_len(run->r->enc, h.offset),
+			tally_enc_payload_len(run->r->enc, h.count), slot->tag);
 	slot->sent_ns = now;
 	slot->chunk = c;
 	slot->busy = 1;
@@ -283,6 +291,31 @@ is_outstanding(const struct run *run, const struct tally_hdr *h)
 }
 
 void
+tally_lib_sign(const struct tally_ctx *ctx, const uint8_t *hdr,
+	const void *payload, size_t plen, uint8_t *tag)
+{
+	tally_mac_tag(&ctx->mac[TALLY_CTX_KEY_UP], TALLY_MAC_UP, hdr, payload,
+		plen, tag);
+}
+
+int
+tally_lib_authentic(struct tally_ctx *ctx, const struct tally_hdr *h,
+	const uint8_t *buf, uint32_t len)
+{
+	int nack = h->type == TALLY_PT_NACK;
+
+	if (ctx->mac == NULL ? !(h->flags & TALLY_F_AUTH) :
+			(h->flags & TALLY_F_AUTH) && tally_mac_verify(
+				&ctx->mac[nack ? TALLY_CTX_KEY_DOWN :
+					TALLY_CTX_KEY_RESULT],
+				nack ? TALLY_MAC_NACK : TALLY_MAC_RESULT,
+				buf, len))
+		return 1;
+	ctx->st.forged++;
+	return 0;
+}
+
+void
 tally_lib_unmatched(struct tally_ctx *ctx, const struct tally_hdr *h)
 {
 	if (h->slot < ctx->window && h->round + 1 < ctx->slots[h->slot].round)
@@ -340,6 +373,8 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		ctx->st.duplicates++;
 		return;
 	}
+	if (!tally_lib_authentic(ctx, &h, buf, len))
+		return;
 	if (h.type == TALLY_PT_NACK) {
 		take_nack(run, &h);
 		return;
@@ -350,7 +385,7 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		tally_lib_unmatched(ctx, &h);
 		return;
 	}
-	if (len != TALLY_HDR_LEN + tally_enc_payload_len(h.enc, h.count)) {
+	if (len != tally_pkt_len(h.enc, h.count, ctx->mac != NULL)) {
 		ctx->st.duplicates++;
 		return;
 	}

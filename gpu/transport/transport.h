@@ -22,8 +22,8 @@
 
 /* One packet to send. */
 struct tally_tx_pkt {
-	struct iovec iov[2];	/* header (TALLY_HDR_LEN bytes), payload
-				 * (iov_len 0 for none) */
+	struct iovec iov[3];	/* header (TALLY_HDR_LEN bytes), payload
+				 * and tag (iov_len 0 for none) */
 	uint16_t slot;		/* its slot: picks the dataplane's port */
 };
 

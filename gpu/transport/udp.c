@@ -110,7 +110,8 @@ soft_send_error(int err)
 static uint32_t
 pkt_len(const struct tally_tx_pkt *p)
 {
-	return (uint32_t)(p->iov[0].iov_len + p->iov[1].iov_len);
+	return (uint32_t)(p->iov[0].iov_len + p->iov[1].iov_len +
+		p->iov[2].iov_len);
 }
 
 /*
@@ -166,7 +167,7 @@ udp_send(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
 {
 	struct udp_transport *u = udp_of(tp);
 	struct mmsghdr msgs[TALLY_TP_BURST];
-	struct iovec iov[2 * TALLY_TP_BURST];
+	struct iovec iov[3 * TALLY_TP_BURST];
 	union udp_cmsg ctl[TALLY_TP_BURST];
 	uint8_t segs[TALLY_TP_BURST];	/* packets in each message */
 	unsigned int i, k, nmsg = 0, niov = 0, done = 0, took = 0;
@@ -188,6 +189,8 @@ udp_send(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
 			iov[niov++] = pkts[k].iov[0];
 			if (pkts[k].iov[1].iov_len > 0)
 				iov[niov++] = pkts[k].iov[1];
+			if (pkts[k].iov[2].iov_len > 0)
+				iov[niov++] = pkts[k].iov[2];
 		}
 		m->msg_iovlen = (size_t)(&iov[niov] - m->msg_iov);
 		if (run > 1) {

@@ -81,7 +81,9 @@ enum tally_status {
 	TALLY_ST_EARLY = 13,	 /* sender skipped the result of the slot, or
 				  * its round is ahead of the slot's next */
 	TALLY_ST_STALE = 14,	 /* a round the sender has moved past */
-	TALLY_ST_MAX_ = 15
+	TALLY_ST_BAD_AUTH = 15,	 /* authenticated job: no tag, or a wrong one;
+				  * plain job: a tag */
+	TALLY_ST_MAX_ = 16
 };
 
 /* The header as it lies on the wire: 40 bytes, fields big-endian. */
@@ -384,6 +386,7 @@ tally_status_name(unsigned int st)
 		[TALLY_ST_MISMATCH] = "mismatch",
 		[TALLY_ST_EARLY] = "early",
 		[TALLY_ST_STALE] = "stale",
+		[TALLY_ST_BAD_AUTH] = "bad_auth",
 	};
 
 	return st < TALLY_ST_MAX_ ? names[st] : "unknown";

@@ -39,6 +39,16 @@ extern "C" {
 struct tally_ctx;
 
 /*
+ * An authenticated job's keys for one member (docs/protocol.md,
+ * "Authenticated jobs"); tally_open() gets them from tallyd.
+ */
+struct tally_auth_keys {
+	uint8_t up[16];		/* tags this member's packets */
+	uint8_t down[16];	/* tags the NACKs to this member */
+	uint8_t result[16];	/* tags the job's results */
+};
+
+/*
  * What tally_ctx_open() needs. Zero-initialise it and set what you need;
  * a 0 means the default where one is named.
  */
@@ -87,6 +97,11 @@ struct tally_ctx_opts {
 				 * certificate; NULL = the URL's ca=, else
 				 * $TALLY_CA, else the system's trust
 				 * store */
+	const struct tally_auth_keys *auth; /* an authenticated job: every
+				 * packet carries a tag, and results and
+				 * NACKs without the right one are dropped
+				 * (counted as forged); NULL: a plain job.
+				 * Copied; tally_open() learns it */
 };
 
 /*
@@ -290,6 +305,9 @@ struct tally_ctx_stats {
 	uint64_t stale;		/* results ignored for being of a round
 				 * older than the last their slot took
 				 * (delayed or replayed copies) */
+	uint64_t forged;	/* results and NACKs dropped for a missing
+				 * or wrong tag (an authenticated job), or
+				 * for carrying one (a plain job) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

@@ -580,6 +580,110 @@ stale_results_dropped(void **state)
 	assert_int_equal(st.agg.nacks, 0);
 }
 
+/* Member r's keys in the tests' authenticated jobs. */
+static struct tally_auth_keys test_keys[WORLD];
+
+static void
+make_test_keys(void)
+{
+	for (unsigned int r = 0; r < WORLD; r++)
+		for (unsigned int i = 0; i < 16; i++) {
+			test_keys[r].up[i] = (uint8_t)(0x10 * r + i);
+			test_keys[r].down[i] = (uint8_t)(0x80 + 0x10 * r + i);
+			test_keys[r].result[i] = (uint8_t)(0xf0 ^ i);
+		}
+}
+
+/* run_world() for an authenticated job: every rank with its keys. */
+static void
+run_world_auth(struct loopagg_conf *ac, struct plan plan,
+	struct loopagg_stats *st)
+{
+	struct loopagg *a;
+	unsigned int r;
+
+	make_test_keys();
+	ac->auth = test_keys;
+	a = loopagg_start(ac);
+	assert_non_null(a);
+	for (r = 0; r < WORLD; r++) {
+		workers[r].o = opts_for(a, r, WORLD);
+		workers[r].o.auth = &test_keys[r];
+	}
+	run_workers(WORLD, plan);
+	loopagg_stop(a, st);
+	check_results(WORLD);
+}
+
+/* Issue 11, item 10: an authenticated job sums exactly, every kind. */
+static void
+auth_job_exact(void **state)
+{
+	struct loopagg_conf ac = agg_conf(WORLD);
+	struct loopagg_stats st;
+
+	(void)state;
+	run_world_auth(&ac, PLAN(mixed), &st);
+	assert_int_equal(st.agg.drops[TALLY_ST_BAD_AUTH], 0);
+	assert_int_equal(st.agg.nacks, 0);
+	for (unsigned int r = 0; r < WORLD; r++)
+		assert_int_equal(workers[r].st.forged, 0);
+}
+
+/*
+ * Issue 11, item 10, the workers' side: results with a flipped payload
+ * bit and NACKs made from a result (what anyone who sees one result can
+ * forge), and old results replayed, under loss: every forgery is
+ * dropped and counted, every sum stays exact. (The same forged NACK
+ * fails a plain job's call: plain_job_believes_forged_nack.)
+ */
+static void
+auth_forgeries_dropped(void **state)
+{
+	struct loopagg_conf ac = agg_conf(WORLD);
+	struct loopagg_stats st;
+	uint64_t forged = 0, stale = 0;
+
+	(void)state;
+	ac.forge = 0.2;
+	ac.replay = 0.2;
+	ac.loss_up = 0.02;
+	ac.loss_down = 0.02;
+	ac.seed = 77;
+	run_world_auth(&ac, PLAN(lossy), &st);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		forged += workers[r].st.forged;
+		stale += workers[r].st.stale;
+	}
+	assert_true(st.forged > 0);
+	assert_true(forged > 0);
+	assert_true(stale > 0);
+	assert_int_equal(st.agg.nacks, 0);
+}
+
+/* What auth_forgeries_dropped guards against: a plain job believes. */
+static void
+plain_job_believes_forged_nack(void **state)
+{
+	struct loopagg_conf ac = agg_conf(WORLD);
+	struct loopagg_stats st;
+	struct loopagg *a;
+	unsigned int r, failed = 0;
+
+	(void)state;
+	ac.forge = 1.0;
+	a = loopagg_start(&ac);
+	assert_non_null(a);
+	for (r = 0; r < WORLD; r++)
+		workers[r].o = opts_for(a, r, WORLD);
+	run_workers(WORLD, PLAN(mixed));
+	loopagg_stop(a, &st);
+	for (r = 0; r < WORLD; r++)
+		for (unsigned int s = 0; s < workers[r].plan.nsteps; s++)
+			failed += workers[r].rc[s] == -EPROTO;
+	assert_true(failed > 0);
+}
+
 static const struct step small_plan[] = {
 	{ K_I32, 20 * ELEMS + 3 }, { K_I32, 1 }, { K_F32, 10 * ELEMS },
 	{ K_MAX, ELEMS + 1 },
@@ -1039,6 +1143,10 @@ main(void)
 		cmocka_unit_test_teardown(f32_magnitudes, teardown),
 		cmocka_unit_test_teardown(loss_5_percent, teardown),
 		cmocka_unit_test_teardown(stale_results_dropped, teardown),
+		cmocka_unit_test_teardown(auth_job_exact, teardown),
+		cmocka_unit_test_teardown(auth_forgeries_dropped, teardown),
+		cmocka_unit_test_teardown(plain_job_believes_forged_nack,
+			teardown),
 		cmocka_unit_test_teardown(window_1, teardown),
 		cmocka_unit_test_teardown(window_256, teardown),
 		cmocka_unit_test_teardown(three_ports, teardown),

@@ -22,7 +22,7 @@
 #define MAX_PORTS	16
 #define BURST		32
 #define OUT_MAX		64
-#define PKT_ROOM	(TALLY_HDR_LEN + 4 * TALLY_MAX_ELEMS)
+#define PKT_ROOM	(TALLY_HDR_LEN + 4 * TALLY_MAX_ELEMS + TALLY_TAG_LEN)
 #define POLL_MS		10
 
 struct out_pkt {
@@ -118,12 +118,13 @@ replay_old(struct loopagg *a, int fd, const struct sockaddr_in *to,
 }
 
 /*
- * Queues hdr + payload to to, with the loss, duplication and replay
- * draws.
+ * Queues hdr + payload (+ tag, unless NULL) to to, with the loss,
+ * duplication and replay draws.
  */
 static void
 emit(struct loopagg *a, int fd, const struct sockaddr_in *to,
-	const struct tally_hdr *hdr, const void *payload, uint16_t plen)
+	const struct tally_hdr *hdr, const void *payload, uint16_t plen,
+	const uint8_t *tag)
 {
 	const struct out_pkt *last = NULL;
 	int copies = 1, i;
@@ -145,11 +146,81 @@ emit(struct loopagg *a, int fd, const struct sockaddr_in *to,
 		if (plen > 0)
 			memcpy(o->buf + TALLY_HDR_LEN, payload, plen);
 		o->len = TALLY_HDR_LEN + plen;
+		if (tag != NULL) {
+			memcpy(o->buf + o->len, tag, TALLY_TAG_LEN);
+			o->len += TALLY_TAG_LEN;
+		}
 		last = o;	/* its bytes stay until the next emit */
 		if (a->nout == OUT_MAX)
 			flush(a, fd);
 	}
 	replay_old(a, fd, to, hdr->type == TALLY_PT_NACK ? NULL : last);
+}
+
+/*
+ * With the forge draw: after the result v to rank r, a copy of it with a
+ * payload bit flipped, carrying the result's tag (or none): what someone
+ * who saw the result could make of it without the keys.
+ */
+static void
+forge(struct loopagg *a, int fd, unsigned int r, const struct tally_verdict *v)
+{
+	struct out_pkt *o;
+
+	if (a->conf.forge <= 0 || draw(a) >= a->conf.forge)
+		return;
+	if (a->nout + 1 > OUT_MAX)
+		flush(a, fd);
+	o = &a->out[a->nout++];
+	o->to = a->peer[r];
+	tally_hdr_encode(&v->hdr, o->buf);
+	memcpy(o->buf + TALLY_HDR_LEN, v->payload, v->payload_len);
+	o->len = TALLY_HDR_LEN + v->payload_len;
+	if (v->payload_len > 0)
+		o->buf[TALLY_HDR_LEN] ^= 1;
+	else
+		o->buf[31] ^= 1;	/* next_block */
+	if (v->tagged) {
+		memcpy(o->buf + o->len, v->tag, TALLY_TAG_LEN);
+		o->len += TALLY_TAG_LEN;
+	}
+	a->st.forged++;
+	if (a->nout == OUT_MAX)
+		flush(a, fd);
+}
+
+/*
+ * With the forge draw: a NACK (early) of the contribution pkt (len
+ * bytes) just taken from to, echoing its header and carrying its tag
+ * (or none): what someone who saw the packet could send its sender.
+ */
+static void
+forge_nack(struct loopagg *a, int fd, const struct sockaddr_in *to,
+	const uint8_t *pkt, unsigned int len)
+{
+	struct out_pkt *o;
+	struct tally_hdr h;
+
+	if (a->conf.forge <= 0 || draw(a) >= a->conf.forge ||
+			tally_hdr_decode(pkt, len, &h) != TALLY_ST_OK)
+		return;
+	if (a->nout == OUT_MAX)
+		flush(a, fd);
+	h.type = TALLY_PT_NACK;
+	h.status = TALLY_ST_EARLY;
+	h.flags &= TALLY_F_SET | TALLY_F_LAST | TALLY_F_AUTH;
+	o = &a->out[a->nout++];
+	o->to = *to;
+	tally_hdr_encode(&h, o->buf);
+	o->len = TALLY_HDR_LEN;
+	if (h.flags & TALLY_F_AUTH) {
+		memcpy(o->buf + o->len, pkt + len - TALLY_TAG_LEN,
+			TALLY_TAG_LEN);
+		o->len += TALLY_TAG_LEN;
+	}
+	a->st.forged++;
+	if (a->nout == OUT_MAX)
+		flush(a, fd);
 }
 
 /* One packet (alone, or one of a bundle's) from 'from' on socket fd. */
@@ -167,20 +238,25 @@ contribution(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	case TALLY_V_DROP:
 		return;
 	case TALLY_V_TAKEN:
+		forge_nack(a, fd, from, pkt, len);
 		break;
 	case TALLY_V_COMPLETE:
 		a->peer[v.rank] = *from;
 		a->known[v.rank] = 1;
-		for (r = 0; r < a->conf.world; r++)
-			if (a->known[r])
-				emit(a, fd, &a->peer[r], &v.hdr, v.payload,
-					v.payload_len);
+		for (r = 0; r < a->conf.world; r++) {
+			if (!a->known[r])
+				continue;
+			emit(a, fd, &a->peer[r], &v.hdr, v.payload,
+				v.payload_len, v.tagged ? v.tag : NULL);
+			forge(a, fd, r, &v);
+		}
 		return;
 	case TALLY_V_RESEND:
-		emit(a, fd, from, &v.hdr, v.payload, v.payload_len);
+		emit(a, fd, from, &v.hdr, v.payload, v.payload_len,
+			v.tagged ? v.tag : NULL);
 		break;
 	case TALLY_V_NACK:
-		emit(a, fd, from, &v.hdr, NULL, 0);
+		emit(a, fd, from, &v.hdr, NULL, 0, v.tagged ? v.tag : NULL);
 		break;
 	}
 	a->peer[v.rank] = *from;
@@ -334,6 +410,16 @@ make_job(struct loopagg *a)
 
 	for (r = 0; r < a->conf.world; r++)
 		jc.members[r].ip = htonl(INADDR_LOOPBACK);
+	if (a->conf.auth != NULL) {
+		jc.auth = 1;
+		memcpy(jc.key_result, a->conf.auth[0].result, TALLY_KEY_LEN);
+		for (r = 0; r < a->conf.world; r++) {
+			memcpy(jc.keys[r].up, a->conf.auth[r].up,
+				TALLY_KEY_LEN);
+			memcpy(jc.keys[r].down, a->conf.auth[r].down,
+				TALLY_KEY_LEN);
+		}
+	}
 	a->job = tally_job_create(&jc);
 	if (a->job == NULL)
 		return -1;

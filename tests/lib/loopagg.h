@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 
+#include <tally/tally.h>
+
 #include "agg/agg.h"
 
 struct loopagg_conf {
@@ -33,6 +35,16 @@ struct loopagg_conf {
 	double replay;		/* chance a packet to send is followed by an
 				 * old one: one of the last LOOPAGG_OLD
 				 * results sent, to the same address */
+	double forge;		/* chance a result to a member is followed
+				 * by a forgery, the result with a bit of
+				 * its payload flipped and its tag; and
+				 * chance a contribution taken (the round
+				 * still open) is answered by a forged NACK
+				 * (early) echoing it, with its tag */
+	const struct tally_auth_keys *auth; /* an authenticated job: the
+				 * members' keys by rank (world entries,
+				 * borrowed until loopagg_start() returns);
+				 * NULL: a plain job */
 	uint64_t seed;		/* of the loss and duplication draws */
 };
 
@@ -46,6 +58,7 @@ struct loopagg_stats {
 	uint64_t lost_down;		/* to send, dropped by loss_down */
 	uint64_t duplicated;		/* sent twice */
 	uint64_t replayed;		/* old results sent again */
+	uint64_t forged;		/* forgeries sent */
 };
 
 #define LOOPAGG_OLD	256	/* results kept for replay */

@@ -150,6 +150,7 @@ make_pkt(struct tally_tx_pkt *p, uint8_t *buf, unsigned int i,
 	p->iov[0].iov_len = len < 16 ? len : 16;
 	p->iov[1].iov_base = buf + p->iov[0].iov_len;
 	p->iov[1].iov_len = len - p->iov[0].iov_len;
+	p->iov[2].iov_len = 0;
 	p->slot = slot;
 }
 

@@ -84,7 +84,7 @@ body_content(void **state)
 	for (size_t i = 0; i < RTE_DIM(lens); i++) {
 		uint32_t ck = 0;
 		struct rte_mbuf *b = tally_net_body(body_pool, &hdr,
-			lens[i] ? pay : NULL, lens[i], &ck);
+			lens[i] ? pay : NULL, lens[i], NULL, &ck);
 		const uint8_t *p;
 		struct tally_hdr got;
 
@@ -119,9 +119,9 @@ body_too_big(void **state)
 
 	(void)state;
 	/* RTE_MBUF_DEFAULT_BUF_SIZE: 2048 bytes after the headroom. */
-	assert_null(tally_net_body(body_pool, &hdr, pay, 2009, &ck));
-	assert_null(tally_net_body(body_pool, &hdr, pay, 4096, &ck));
-	assert_null(tally_net_body(body_pool, &hdr, pay, UINT16_MAX, &ck));
+	assert_null(tally_net_body(body_pool, &hdr, pay, 2009, NULL, &ck));
+	assert_null(tally_net_body(body_pool, &hdr, pay, 4096, NULL, &ck));
+	assert_null(tally_net_body(body_pool, &hdr, pay, UINT16_MAX, NULL, &ck));
 	assert_pools_full();
 }
 
@@ -268,7 +268,7 @@ fan_and_check(uint16_t len, unsigned int n, uint16_t sport)
 	struct rte_mbuf *b;
 	uint32_t ck, blen;
 
-	b = tally_net_body(body_pool, &hdr, pay, len, &ck);
+	b = tally_net_body(body_pool, &hdr, pay, len, NULL, &ck);
 	assert_non_null(b);
 	bdata = rte_pktmbuf_mtod(b, const uint8_t *);
 	blen = rte_pktmbuf_pkt_len(b);
@@ -338,7 +338,7 @@ sixty_four_destinations(void **state)
 {
 	struct rte_mbuf *out[TALLY_MAX_WORKERS];
 	uint32_t ck;
-	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 1024, &ck);
+	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 1024, NULL, &ck);
 	const uint8_t *bdata = rte_pktmbuf_mtod(b, const uint8_t *);
 	const uint8_t before = pay[0];
 
@@ -375,7 +375,7 @@ indirect_as_dpdk_clones(void **state)
 {
 	struct rte_mbuf *out[4], *c0, ref;
 	uint32_t ck;
-	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 700, &ck);
+	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 700, NULL, &ck);
 
 	(void)state;
 	assert_non_null(b);
@@ -427,7 +427,7 @@ mac_by_frame(void **state)
 	struct rte_mbuf *out[2];
 	uint8_t flat[2048];
 	uint32_t ck;
-	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 64, &ck);
+	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 64, NULL, &ck);
 
 	(void)state;
 	assert_non_null(b);
@@ -456,7 +456,7 @@ udp_checksum_ffff(void **state)
 
 	(void)state;
 	for (int round = 0; round < 2; round++) {
-		b = tally_net_body(body_pool, &hdr, p, sizeof(p), &ck);
+		b = tally_net_body(body_pool, &hdr, p, sizeof(p), NULL, &ck);
 		assert_non_null(b);
 		/* Member 1 in the header mbuf, member 1 in the body. */
 		struct tally_net_dst d[2] = { dsts[1], dsts[1] };
@@ -486,7 +486,7 @@ no_destination(void **state)
 {
 	struct rte_mbuf *out[1] = { NULL };
 	uint32_t ck;
-	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 10, &ck);
+	struct rte_mbuf *b = tally_net_body(body_pool, &hdr, pay, 10, NULL, &ck);
 
 	(void)state;
 	assert_non_null(b);
@@ -519,14 +519,14 @@ header_pool_empty(void **state)
 	uint32_t ck;
 
 	(void)state;
-	b = tally_net_body(body_pool, &hdr, pay, 100, &ck);
+	b = tally_net_body(body_pool, &hdr, pay, 100, NULL, &ck);
 	assert_non_null(b);
 	assert_int_equal(tally_net_fanout(hp, b, ck, RTE_BE16(SELF_PORT),
 		dsts, 4, out), 0);
 	assert_int_equal(rte_mempool_avail_count(hp), 3);
 	rte_pktmbuf_free_bulk(out, 4);
 	assert_int_equal(rte_mempool_avail_count(hp), 9);
-	b = tally_net_body(body_pool, &hdr, pay, 100, &ck);
+	b = tally_net_body(body_pool, &hdr, pay, 100, NULL, &ck);
 	assert_non_null(b);
 	assert_int_equal(tally_net_fanout(hp, b, ck, RTE_BE16(SELF_PORT),
 		dsts, 6, out), -ENOBUFS);
@@ -545,7 +545,7 @@ header_room_too_small(void **state)
 	uint32_t ck;
 
 	(void)state;
-	b = tally_net_body(body_pool, &hdr, pay, 100, &ck);
+	b = tally_net_body(body_pool, &hdr, pay, 100, NULL, &ck);
 	assert_non_null(b);
 	assert_int_equal(tally_net_fanout(tiny, b, ck, RTE_BE16(SELF_PORT),
 		dsts, 2, out), -EINVAL);
@@ -563,7 +563,7 @@ body_unfit(void **state)
 
 	(void)state;
 	/* No headroom left for 42 bytes. */
-	b = tally_net_body(body_pool, &hdr, pay, 100, &ck);
+	b = tally_net_body(body_pool, &hdr, pay, 100, NULL, &ck);
 	assert_non_null(b);
 	assert_non_null(rte_pktmbuf_prepend(b, (uint16_t)
 		(rte_pktmbuf_headroom(b) - 41)));
@@ -571,7 +571,7 @@ body_unfit(void **state)
 		RTE_BE16(SELF_PORT), dsts, 2, out), -EINVAL);
 	assert_pools_full();
 	/* Shared: the caller's reference is dropped, the other stays. */
-	b = tally_net_body(body_pool, &hdr, pay, 100, &ck);
+	b = tally_net_body(body_pool, &hdr, pay, 100, NULL, &ck);
 	assert_non_null(b);
 	c = rte_pktmbuf_clone(b, hdr_pool);
 	assert_non_null(c);
@@ -580,7 +580,7 @@ body_unfit(void **state)
 	assert_int_equal(rte_mbuf_refcnt_read(b), 1);
 	rte_pktmbuf_free(c);
 	/* More destinations than a job has members. */
-	b = tally_net_body(body_pool, &hdr, pay, 100, &ck);
+	b = tally_net_body(body_pool, &hdr, pay, 100, NULL, &ck);
 	assert_non_null(b);
 	assert_int_equal(tally_net_fanout(hdr_pool, b, ck,
 		RTE_BE16(SELF_PORT), dsts, TALLY_MAX_WORKERS + 1, out),
@@ -596,10 +596,10 @@ body_pool_empty(void **state)
 
 	(void)state;
 	for (int i = 0; i < NBODY; i++) {
-		bs[i] = tally_net_body(body_pool, &hdr, pay, 10, &ck);
+		bs[i] = tally_net_body(body_pool, &hdr, pay, 10, NULL, &ck);
 		assert_non_null(bs[i]);
 	}
-	assert_null(tally_net_body(body_pool, &hdr, pay, 10, &ck));
+	assert_null(tally_net_body(body_pool, &hdr, pay, 10, NULL, &ck));
 	for (int i = 0; i < NBODY; i++)
 		rte_pktmbuf_free(bs[i]);
 	assert_pools_full();
