@@ -340,6 +340,7 @@ ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
 	o->narrow = p->narrow;
 	o->codec = p->codec[0] != '\0' ? p->codec : NULL;
 	o->token = 0;		/* the wire token comes with "ready" */
+	o->auth = NULL;		/* so do an authenticated job's keys */
 	o->rank = (uint8_t)rank;
 	o->world = (uint8_t)world;
 	if (o->window == 0 || o->window > p->window)

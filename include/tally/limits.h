@@ -35,9 +35,13 @@ extern "C" {
 #define TALLY_IPV4_UDP_LEN	28
 /* One shadow set's state at the dataplane (agg/job.h, struct tally_set). */
 #define TALLY_JOB_SET_BYTES	32
-/* A job's fixed part at tally-dp: the job, its counter rows and result
- * headers (checked against the real structs in dataplane/dp/jobs.c). */
-#define TALLY_JOB_FIXED_BYTES	8192
+/* A job's fixed part at tally-dp: the job (with room for an
+ * authenticated job's raw keys), its counter rows and result headers
+ * (checked against the real structs in dataplane/dp/jobs.c). An
+ * authenticated job also holds 1 KiB of expanded keys per member and one
+ * more (TALLY_JOB_AUTH_BYTES), charged where its mode is known. */
+#define TALLY_JOB_FIXED_BYTES	12288
+#define TALLY_JOB_AUTH_BYTES(world)	((2u * (world) + 1u) * 1024u)
 
 #define TALLY_ENC_BIT(enc)	(1u << (enc))
 /* Every encoding: what a job that declares none may send. */

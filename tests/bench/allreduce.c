@@ -74,6 +74,8 @@ struct ar_opts {
 	int have_scale;			/* --scale-exp given: */
 	int scale_exp;			/* f32 tensors times 2^scale_exp */
 	int vary;			/* iteration k's tensors: seed + k */
+	int auth;			/* keys given: an authenticated job */
+	struct tally_auth_keys keys;	/* $TALLY_AUTH_KEYS */
 };
 
 #define GIVEN_DP	1u
@@ -468,6 +470,35 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 }
 
 /*
+ * An authenticated job's keys for this rank (up, down and result, 96 hex
+ * digits), from TALLY_AUTH_KEYS, never the command line; unset or
+ * empty: a plain job. 0, or -1 with a message.
+ */
+static int
+read_auth_keys(struct ar_opts *o)
+{
+	const char *s = getenv("TALLY_AUTH_KEYS");
+	uint8_t *k = (uint8_t *)&o->keys;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	if (strlen(s) != 2 * sizeof(o->keys) ||
+			strspn(s, "0123456789abcdefABCDEF") !=
+			2 * sizeof(o->keys)) {
+		fprintf(stderr, "TALLY_AUTH_KEYS: %zu hex digits\n",
+			2 * sizeof(o->keys));
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(o->keys); i++) {
+		char b[3] = { s[2 * i], s[2 * i + 1], 0 };
+
+		k[i] = (uint8_t)strtoul(b, NULL, 16);
+	}
+	o->auth = 1;
+	return 0;
+}
+
+/*
  * The token, from --token-file or TALLY_TOKEN: the job's 64 hex digits
  * (for --url) or a wire token's 16. None is fine here (the caller says
  * what is missing); -1 for one that cannot be read or parsed.
@@ -518,7 +549,7 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 		fprintf(stderr, "unexpected argument '%s'\n", argv[optind]);
 		goto bad;
 	}
-	if (read_token(o) != 0)
+	if (read_token(o) != 0 || read_auth_keys(o) != 0)
 		goto bad;
 	if ((o->given & GIVEN_NEEDED) != GIVEN_NEEDED) {
 		fprintf(stderr, "--dp, --job, a token (--token-file or "
@@ -691,6 +722,7 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.timeout_ms = (unsigned int)o->timeout_ms,
 		.codec = o->codec,
 		.narrow = (uint8_t)o->narrow,
+		.auth = o->auth ? &o->keys : NULL,
 	};
 	int rc;
 
@@ -1072,7 +1104,7 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 	}
 	printf("stats: packets_sent %llu, retransmits %llu, results %llu, "
 		"duplicates %llu, nacks %llu, bytes_sent %llu, "
-		"bytes_received %llu, bundled %llu, stale %llu\n",
+		"bytes_received %llu, bundled %llu, stale %llu, forged %llu\n",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1081,7 +1113,8 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->bytes_sent,
 		(unsigned long long)s->bytes_received,
 		(unsigned long long)s->bundled,
-		(unsigned long long)s->stale);
+		(unsigned long long)s->stale,
+		(unsigned long long)s->forged);
 	if (o->have_scale && a->bound > 0.0)
 		printf("precision: scale 2^%d, worst error %.3g of max |x|, "
 			"bound %.3g\n", o->scale_exp, a->worst, a->bound);
@@ -1119,7 +1152,7 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 	printf(",\"stats\":{\"packets_sent\":%llu,\"retransmits\":%llu,"
 		"\"results\":%llu,\"duplicates\":%llu,\"nacks\":%llu,"
 		"\"bytes_sent\":%llu,\"bytes_received\":%llu,"
-		"\"bundled\":%llu,\"stale\":%llu},",
+		"\"bundled\":%llu,\"stale\":%llu,\"forged\":%llu},",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1128,7 +1161,8 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->bytes_sent,
 		(unsigned long long)s->bytes_received,
 		(unsigned long long)s->bundled,
-		(unsigned long long)s->stale);
+		(unsigned long long)s->stale,
+		(unsigned long long)s->forged);
 	if (o->have_scale && a->bound > 0.0)
 		printf("\"scale_exp\":%d,\"worst_error\":%.6g,"
 			"\"error_bound\":%.6g,", o->scale_exp, a->worst,

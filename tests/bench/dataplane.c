@@ -53,6 +53,7 @@
 #include <rte_udp.h>
 
 #include <tally/limits.h>
+#include <tally/mac.h>
 #include <tally/proto.h>
 
 #include "dp.h"
@@ -97,6 +98,11 @@ struct dpb_opts {
 	int quick;
 	int group;	/* results to a multicast group, one a round */
 	int no_refs;	/* skip the reference passes (read, intake) */
+	int auth;	/* an authenticated job: tagged frames */
+	int reset;	/* rounds 0 and 1 again and again, the job's
+			 * slots emptied every other round (implied by
+			 * --auth, whose frames carry tags for those
+			 * two rounds): no frame is rewritten */
 };
 
 /* What a timed pass runs over the frames. */
@@ -139,6 +145,8 @@ static const struct option long_opts[] = {
 	{ "cksum", required_argument, NULL, 'c' },
 	{ "json", no_argument, NULL, 'j' },
 	{ "quick", no_argument, NULL, 'q' },
+	{ "auth", no_argument, NULL, 'a' },
+	{ "reset", no_argument, NULL, 'R' },
 	{ "group", no_argument, NULL, 'g' },
 	{ "no-refs", no_argument, NULL, 'n' },
 	{ "help", no_argument, NULL, 'h' },
@@ -173,6 +181,12 @@ usage(FILE *f)
 		"  --no-refs     only the tally and floor passes, not the\n"
 		"                reference rows (read, intake)\n"
 		"  --quick       a tiny run, for smoke tests\n"
+		"  --auth        an authenticated job: every frame tagged, "
+		"every result\n"
+		"                tagged (AES-GMAC); implies --reset\n"
+		"  --reset       frames of rounds 0 and 1 only, the job's "
+		"slots emptied\n"
+		"                every other round (compare with --auth)\n"
 		"  -h, --help    this text\n",
 		TALLY_MAX_WORKERS, MAX_ELEMS, TALLY_DEFAULT_ELEMS,
 		TALLY_MAX_WINDOW, MAX_ROUNDS);
@@ -255,6 +269,10 @@ parse_opts(int argc, char **argv, struct dpb_opts *o)
 			o->no_refs = 1;
 		} else if (c == 'q') {
 			o->quick = 1;
+		} else if (c == 'a') {
+			o->auth = o->reset = 1;
+		} else if (c == 'R') {
+			o->reset = 1;
 		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
 			goto bad;
 		}
@@ -335,6 +353,19 @@ member_mac(unsigned int r)
 		(uint8_t)r }};
 }
 
+/* The authenticated job's keys: fixed, member w's up key from w. */
+static void
+bench_keys(struct tally_job_conf *conf)
+{
+	for (unsigned int i = 0; i < TALLY_KEY_LEN; i++) {
+		conf->key_result[i] = (uint8_t)(0xa0 + i);
+		for (unsigned int w = 0; w < TALLY_MAX_WORKERS; w++) {
+			conf->keys[w].up[i] = (uint8_t)(w * 17 + i);
+			conf->keys[w].down[i] = (uint8_t)(w * 17 + i + 1);
+		}
+	}
+}
+
 /*
  * The port (net_ring over two rings), the dataplane's state as tally-dp's
  * main.c builds it, and the job. 0, or -1 with a message.
@@ -350,10 +381,13 @@ dp_setup(struct dpb *b)
 		.world = (uint8_t)b->o.workers,
 		.window = (uint16_t)b->o.slots,
 		.max_elems = (uint16_t)b->o.elems,
+		.auth = (uint8_t)b->o.auth,
 	};
 	const char *what;
 	char why[256];
 	int port, ret;
+
+	bench_keys(&conf);
 
 	b->rx = rte_ring_create("bench_rx", RING_SIZE, (int)rte_socket_id(),
 		RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -437,7 +471,8 @@ static int
 build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
 	unsigned int slot, unsigned int w, uint64_t *rng)
 {
-	const unsigned int plen = TALLY_HDR_LEN + 4u * b->o.elems;
+	const unsigned int plen = TALLY_HDR_LEN + 4u * b->o.elems +
+		(b->o.auth ? TALLY_TAG_LEN : 0);
 	struct rte_ether_hdr *eth;
 	struct rte_ipv4_hdr *ip;
 	struct rte_udp_hdr *udp;
@@ -445,7 +480,8 @@ build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
 	struct tally_hdr h = {
 		.version = TALLY_PROTO_VERSION,
 		.type = TALLY_PT_SUM,
-		.flags = set ? TALLY_F_SET : 0,
+		.flags = (uint8_t)((set ? TALLY_F_SET : 0) |
+			(b->o.auth ? TALLY_F_AUTH : 0)),
 		.enc = TALLY_ENC_I32,
 		.job = JOB_ID,
 		.token = JOB_TOKEN,
@@ -482,8 +518,10 @@ build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
 	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + plen));
 	udp->dgram_cksum = 0;
 	p = (uint8_t *)(udp + 1);
+	h.round = set;
 	tally_hdr_encode(&h, p);
-	for (unsigned int i = TALLY_HDR_LEN; i < plen; i += 4) {
+	for (unsigned int i = TALLY_HDR_LEN; i < TALLY_HDR_LEN +
+			4u * b->o.elems; i += 4) {
 		uint64_t z = (*rng += UINT64_C(0x9e3779b97f4a7c15));
 
 		/* splitmix64: the same payloads every run. */
@@ -491,6 +529,16 @@ build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
 		z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
 		z ^= z >> 31;
 		memcpy(p + i, &z, 4);
+	}
+	if (b->o.auth) {
+		struct tally_job_conf kc;
+		struct tally_mac_key k;
+
+		bench_keys(&kc);
+		if (tally_mac_key_init(&k, kc.keys[w].up) != 0)
+			return -1;
+		tally_mac_tag(&k, TALLY_MAC_UP, p, p + TALLY_HDR_LEN,
+			4u * b->o.elems, p + TALLY_HDR_LEN + 4u * b->o.elems);
 	}
 	/* A real checksum (the lcore verifies it), unless asked not to. */
 	if (b->o.cksum != CKSUM_ZERO)
@@ -617,7 +665,8 @@ static inline unsigned int
 inject(struct dpb *b, struct rte_mbuf **f, unsigned int n, uint64_t round)
 {
 	for (unsigned int i = 0; i < n; i++) {
-		stamp_round(f[i], round);
+		if (!b->o.reset)
+			stamp_round(f[i], round);
 		rte_mbuf_refcnt_update(f[i], 1);
 	}
 	if (likely(rte_ring_enqueue_bulk(b->rx, (void **)f, n, NULL) == n))
@@ -764,6 +813,10 @@ run_pass(struct dpb *b, enum pass_kind kind, unsigned int rounds,
 		struct rte_mbuf **f = b->frames +
 			((b->round + r) & 1) * per_set;
 		unsigned int n;
+
+		/* --reset: rounds 0 and 1 again, on emptied slots. */
+		if (b->o.reset && ((b->round + r) & 1) == 0)
+			tally_job_reset(b->dp.jobs[0]);
 
 		for (unsigned int i = 0; i < per_set; i += n) {
 			n = RTE_MIN((unsigned int)BURST, per_set - i);
@@ -1000,7 +1053,8 @@ udp_cksum_ok(const struct rte_ipv4_hdr *ip, const struct rte_udp_hdr *udp)
 static int
 check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 {
-	const unsigned int blen = TALLY_HDR_LEN + 4u * b->o.elems;
+	const unsigned int blen = TALLY_HDR_LEN + 4u * b->o.elems +
+		(b->o.auth ? TALLY_TAG_LEN : 0);
 	const struct rte_ether_hdr *eth;
 	const struct rte_ipv4_hdr *ip;
 	const struct rte_udp_hdr *udp;
@@ -1058,7 +1112,8 @@ check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 			h.count != b->o.elems ||
 			h.enc != tally_enc_result(TALLY_ENC_I32, 0) ||
 			(h.flags & TALLY_F_SET) != (set ? TALLY_F_SET : 0) ||
-			h.round != b->round)
+			h.round != (b->o.reset ? b->round & 1 : b->round) ||
+			!(h.flags & TALLY_F_AUTH) != !b->o.auth)
 		BAD("tally header wrong (member %u, slot %u, set %u)\n", r,
 			h.slot, set);
 	if (b->seen[h.slot] & UINT64_C(1) << r)
@@ -1097,6 +1152,8 @@ verify_round(struct dpb *b)
 	int rc = 0;
 
 	memset(b->seen, 0, b->o.slots * sizeof(*b->seen));
+	if (b->o.reset && (b->round & 1) == 0)
+		tally_job_reset(b->dp.jobs[0]);
 	for (unsigned int i = 0; i < b->per_set; i += n) {
 		struct rte_mbuf *m[64];
 		unsigned int k;
@@ -1199,8 +1256,10 @@ report_text(const struct dpb *b, const char *cpu)
 
 	printf("machine: %s, %u cores online\n", cpu, bench_cores_online());
 	printf("params:  workers %u, elems %u (i32), slots %u, rounds %u, "
-		"passes %u%s\n", b->o.workers, b->o.elems, b->o.slots,
-		b->o.rounds, b->o.passes, b->o.quick ? " (quick)" : "");
+		"passes %u%s%s\n", b->o.workers, b->o.elems, b->o.slots,
+		b->o.rounds, b->o.passes, b->o.quick ? " (quick)" : "",
+		b->o.auth ? ", authenticated job (AES-GMAC tags)" :
+		b->o.reset ? ", plain job, --reset" : "");
 	printf("port:    %s (rx and tx rte_rings), mtu %u; 1 worker lcore "
 		"(lcore %u), bursts of %d; results %s\n", driver_name(b),
 		b->mtu, b->lc->lcore_id, BURST, b->dp.tx_chains ?
@@ -1305,7 +1364,8 @@ bench_dataplane(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 	b->per_set = b->o.slots * b->o.workers;
-	b->frame_len = HDRS_LEN + TALLY_HDR_LEN + 4u * b->o.elems;
+	b->frame_len = HDRS_LEN + TALLY_HDR_LEN + 4u * b->o.elems +
+		(b->o.auth ? TALLY_TAG_LEN : 0);
 	b->mtu = (uint16_t)RTE_MAX(1500u, b->frame_len -
 		(unsigned int)sizeof(struct rte_ether_hdr));
 	if (eal_init() != 0)

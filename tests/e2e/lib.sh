@@ -11,6 +11,7 @@
 DP_BIN=$TALLY_BUILD/dataplane/dp/tally-dp
 BENCH=$TALLY_BUILD/tests/bench/tally-bench
 DPADMIN=$TALLY_SRC/tests/e2e/dpadmin.py
+AUTHKEYS=$TALLY_SRC/tests/e2e/authkeys.py
 WORK=$(mktemp -d /tmp/tally-e2e.XXXXXX)
 DP_SOCK=$WORK/dp.sock
 DP_PID=
@@ -110,6 +111,8 @@ dp_counter() {
 # that multicast group on the same port; NARROW=true: narrow results;
 # ENCODINGS='["i8"]': the encodings the workers send at full length (all
 # by default: tally-dp checks every one against its MTU).
+# AUTH_SECRET=HEX64: an authenticated job, its keys derived from that
+# membership secret (tests/e2e/authkeys.py; worker passes them on).
 job_add() {
 	local id=$1 token=$2 members="" r world=0
 	shift 2
@@ -121,7 +124,10 @@ job_add() {
 	local group=""
 	[ -n "${GROUP:-}" ] &&
 		group=",\"group\":{\"ip\":\"$GROUP\",\"port\":$((40000 + id))}"
-	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"narrow\":${NARROW:-false},\"members\":[$members]$group${ENCODINGS:+,\"encodings\":$ENCODINGS}}"
+	local auth=""
+	[ -n "${AUTH_SECRET:-}" ] &&
+		auth=",\"auth\":$("$AUTHKEYS" "$AUTH_SECRET" "$world")"
+	dp_admin "{\"cmd\":\"job_add\",\"id\":$id,\"token\":\"$token\",\"world\":$world,\"window\":${WINDOW:-64},\"max_elems\":${ELEMS:-256},\"narrow\":${NARROW:-false},\"members\":[$members]$group$auth${ENCODINGS:+,\"encodings\":$ENCODINGS}}"
 }
 
 # worker NS-INDEX ID TOKEN RANK WORLD OUT [tally-bench options]: runs one
@@ -132,12 +138,16 @@ worker() {
 	local i=$1 id=$2 token=$3 rank=$4 world=$5 out=$6
 	shift 6
 	eval "local ns=\$TESTBED_NS_$((i + 1)) ip=\$TESTBED_IP_$((i + 1))"
-	TALLY_TOKEN=$token ip netns exec "$ns" "$BENCH" allreduce \
-		--dp "$TESTBED_DP_IP" \
+	local keys=""
+	# An authenticated job: this rank's keys, from the environment.
+	[ -n "${AUTH_SECRET:-}" ] &&
+		keys=$("$AUTHKEYS" "$AUTH_SECRET" "$world" "$rank")
+	TALLY_TOKEN=$token TALLY_AUTH_KEYS=$keys ip netns exec "$ns" \
+		"$BENCH" allreduce --dp "$TESTBED_DP_IP" \
 		--bind "$ip:$((40000 + id))" --job "$id" \
 		--rank "$rank" --world "$world" --elems "${ELEMS:-256}" \
-		--window "${WINDOW:-64}" ${GROUP:+--group "$GROUP"} "$@" \
-		>"$out" 2>&1 &
+		--window "${WINDOW:-64}" ${GROUP:+--group "$GROUP"} \
+		"$@" >"$out" 2>&1 &
 	WPID=$!
 }
 

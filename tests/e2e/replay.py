@@ -4,6 +4,7 @@
 
   replay.py capture IFACE DP_IP FILE [--count N] [--timeout S]
   replay.py send IFACE FILE [--forge payload|nack] [--every S] [--for S]
+  replay.py nack IFACE DP_IP NETNS [--for S]
 
 capture runs inside a worker's namespace (ip netns exec NS ...): an
 AF_PACKET socket on IFACE sees the frames the worker sends to the
@@ -17,6 +18,13 @@ payload flips the low bit of every payload byte (the header kept);
 nack turns each into a NACK (status early) from the dataplane back to
 the worker (send it from another namespace on the segment). A tag (flag
 AUTH) is kept as it was, so it no longer fits a forgery.
+
+nack runs inside a worker's namespace and watches its contributions for
+--for seconds; for each it sends at once, from the network namespace
+NETNS (a name of `ip netns`: another host on the segment, with its own
+MAC), a NACK (early) to the worker that echoes the contribution's
+header and carries its tag: a forged refusal of the very chunk in
+flight.
 
 The UDP checksum of every frame is set to 0 (none): captured frames may
 hold a partial one left for an offload. Each command prints one line of
@@ -91,6 +99,7 @@ def forge_nack(frame):
     f[24:26] = b"\0\0"
     f[24:26] = struct.pack(">H", ip_cksum(bytes(f[14:14 + ihl])))
     f[udp + 4:udp + 6] = struct.pack(">H", total - ihl)
+    f[udp + 6:udp + 8] = b"\0\0"
     return bytes(f)
 
 
@@ -150,6 +159,42 @@ def send(a):
     return 0 if kept else 1
 
 
+def nack(a):
+    import ctypes
+    import os
+    dp_ip = socket.inet_aton(a.dp_ip)
+    sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                          socket.htons(ETH_P_ALL))
+    sniff.bind((a.iface, 0))
+    sniff.settimeout(0.2)
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/var/run/netns/" + a.netns, os.O_RDONLY)
+    if libc.setns(fd, 0x40000000) != 0:     # CLONE_NEWNET
+        sys.exit("replay.py: setns %s: %s" %
+                 (a.netns, os.strerror(ctypes.get_errno())))
+    os.close(fd)
+    out = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                        socket.htons(ETH_P_ALL))
+    out.bind((a.iface, 0))
+    mac = out.getsockname()[4]     # this namespace's MAC (not sysfs')
+    sent = 0
+    end = time.monotonic() + a.dur
+    while time.monotonic() < end:
+        try:
+            frame, addr = sniff.recvfrom(65536)
+        except socket.timeout:
+            continue
+        pl = is_tally(frame, dp_ip) if addr[2] == PACKET_OUTGOING else None
+        if pl is None or pl[3] not in (1, 3) or pl[24:26] == b"\0\0":
+            continue
+        f = bytearray(forge_nack(frame))
+        f[6:12] = mac           # our own MAC: the bridge stays right
+        out.send(bytes(f))
+        sent += 1
+    print("replay: sent %d forged NACKs" % sent)
+    return 0 if sent else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -165,8 +210,13 @@ def main():
     t.add_argument("--every", type=float, default=0.05)
     t.add_argument("--for", dest="dur", type=float, default=3.0)
     t.add_argument("--forge", choices=["payload", "nack"])
+    k = sub.add_parser("nack")
+    k.add_argument("iface")
+    k.add_argument("dp_ip")
+    k.add_argument("netns")
+    k.add_argument("--for", dest="dur", type=float, default=3.0)
     a = ap.parse_args()
-    rc = capture(a) if a.cmd == "capture" else send(a)
+    rc = {"capture": capture, "send": send, "nack": nack}[a.cmd](a)
     sys.stdout.flush()
     return rc
 
