@@ -160,7 +160,8 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 
 		if (strcmp(k, "op") == 0 || (op == TALLY_RDV_PARAMS &&
 				(strcmp(k, "group") == 0 ||
-				 strcmp(k, "codec") == 0)))
+				 strcmp(k, "codec") == 0)) ||
+				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0))
 			continue;
 		for (i = 0; i < 8 && ops[op].keys[i] != NULL; i++)
 			if (strcmp(k, ops[op].keys[i]) == 0)
@@ -257,6 +258,41 @@ parse_member(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	return 0;
 }
 
+/* Into key (16 bytes): a string of 32 hex digits. 0 or -1. */
+static int
+get_key(json_t *x, uint8_t *key)
+{
+	const char *s = json_string_value(x);
+
+	if (s == NULL || !hex_ok(s, 32))
+		return -1;
+	for (unsigned int i = 0; i < 16; i++) {
+		char b[3] = { s[2 * i], s[2 * i + 1], 0 };
+
+		key[i] = (uint8_t)strtoul(b, NULL, 16);
+	}
+	return 0;
+}
+
+/*
+ * READY's optional "auth": {"up", "down", "result"}, the member's keys
+ * in an authenticated job (docs/control.md). Absent: a plain job.
+ */
+static int
+parse_auth(json_t *a, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	if (a == NULL)
+		return 0;
+	if (!json_is_object(a) || json_object_size(a) != 3 ||
+			get_key(json_object_get(a, "up"), m->keys.up) ||
+			get_key(json_object_get(a, "down"), m->keys.down) ||
+			get_key(json_object_get(a, "result"), m->keys.result))
+		return fail(why, wlen, "'auth' must be {\"up\", \"down\", "
+			"\"result\"}, keys of 32 hex digits");
+	m->auth = 1;
+	return 0;
+}
+
 static int
 parse_ready(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
@@ -270,7 +306,7 @@ parse_ready(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 		return fail(why, wlen, "'wire_token' must be 16 hex digits");
 	m->wire_token = strtoull(tok, NULL, 16);
 	m->epoch = (uint32_t)epoch;
-	return 0;
+	return parse_auth(json_object_get(o, "auth"), m, why, wlen);
 }
 
 static int
@@ -346,6 +382,20 @@ tally_rdv_parse(const void *buf, size_t len, struct tally_rdv_msg *m,
 	return ret;
 }
 
+/* A member's keys as READY's "auth", hex. */
+static json_t *
+keys_json(const struct tally_auth_keys *k)
+{
+	const uint8_t *raw[3] = { k->up, k->down, k->result };
+	char hex[3][33];
+
+	for (int i = 0; i < 3; i++)
+		for (int b = 0; b < 16; b++)
+			snprintf(hex[i] + 2 * b, 3, "%02x", raw[i][b]);
+	return json_pack("{s:s, s:s, s:s}", "up", hex[0], "down", hex[1],
+		"result", hex[2]);
+}
+
 static json_t *
 ip_json(uint32_t ip)
 {
@@ -409,8 +459,11 @@ build(const struct tally_rdv_msg *m)
 	case TALLY_RDV_READY:
 		snprintf(s, sizeof(s), "%016llx",
 			(unsigned long long)m->wire_token);
-		return json_pack("{s:s, s:i, s:s, s:I}", "op", "ready", "errno",
+		o = json_pack("{s:s, s:i, s:s, s:I}", "op", "ready", "errno",
 			0, "wire_token", s, "epoch", (json_int_t)m->epoch);
+		if (o != NULL && m->auth)
+			json_object_set_new(o, "auth", keys_json(&m->keys));
+		return o;
 	case TALLY_RDV_ERROR:
 		if (m->err < 1 || m->err > 4095 ||
 				strlen(m->error) > TALLY_RDV_ERROR_MAX)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include <tally/codec.h>
+#include <tally/tally.h>
 
 #define TALLY_RDV_VERSION	1
 #define TALLY_RDV_MAX_MSG	4096	/* bytes of JSON a message */
@@ -61,6 +62,8 @@ struct tally_rdv_msg {
 	/* READY */
 	uint64_t wire_token;
 	uint32_t epoch;
+	uint8_t auth;		/* an authenticated job: keys follow */
+	struct tally_auth_keys keys; /* this member's */
 
 	/* ERROR */
 	int err;		/* a positive errno */

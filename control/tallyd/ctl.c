@@ -221,6 +221,7 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	t.window = (uint16_t)r->window;
 	t.max_elems = (uint16_t)r->max_elems;
 	t.narrow = r->narrow;
+	t.auth = r->auth;
 	t.group_ip = r->group_ip;
 	t.group_port = r->group_port;
 	t.idle_timeout_s = r->has_idle_timeout ? r->idle_timeout_s :

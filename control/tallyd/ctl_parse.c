@@ -18,7 +18,7 @@
 
 struct cmd {
 	const char *name;
-	const char *keys[9];	/* besides "cmd" */
+	const char *keys[10];	/* besides "cmd" */
 	const char *usage;
 };
 
@@ -26,10 +26,10 @@ static const struct cmd cmds[TALLYD_CTL_MAX_] = {
 	[TALLYD_CTL_PING] = { "ping", { NULL }, "{}" },
 	[TALLYD_CTL_JOB_CREATE] = { "job_create",
 		{ "name", "world", "window", "max_elems", "narrow", "group",
-		  "idle_timeout_s", "codec", NULL },
+		  "idle_timeout_s", "codec", "auth", NULL },
 		"{\"name\", \"world\", \"window\"?, \"max_elems\"?, "
 		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?, "
-		"\"codec\"?: SPEC}" },
+		"\"codec\"?: SPEC, \"auth\"?}" },
 	[TALLYD_CTL_JOB_LIST] = { "job_list", { "after", "limit", NULL },
 		"{\"after\"?: ID, \"limit\"?: N}" },
 	[TALLYD_CTL_JOB_SHOW] = { "job_show", { "name", NULL }, "{\"name\"}" },
@@ -91,6 +91,7 @@ static int
 parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 {
 	json_t *narrow = json_object_get(o, "narrow");
+	json_t *auth = json_object_get(o, "auth");
 	json_t *group = json_object_get(o, "group");
 	json_t *codec = json_object_get(o, "codec");
 	struct tally_codec c = { .kind = TALLY_CODEC_FIXP, .density = 0.01 };
@@ -114,6 +115,9 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 	if (narrow != NULL && !json_is_boolean(narrow))
 		return fail(why, wlen, EINVAL, "'narrow' must be true or false");
 	r->narrow = json_is_true(narrow);
+	if (auth != NULL && !json_is_boolean(auth))
+		return fail(why, wlen, EINVAL, "'auth' must be true or false");
+	r->auth = json_is_true(auth);
 	if (group != NULL && (!json_is_string(group) ||
 			tally_rdv_group_parse(json_string_value(group),
 				&r->group_ip, &r->group_port) != 0))

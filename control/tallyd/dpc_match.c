@@ -147,6 +147,11 @@ tallyd_dpc_entry_differs(const struct tallyd_job *j, json_t *e, char *what,
 			j->narrow ? "true" : "false");
 		return 1;
 	}
+	if (json_is_true(json_object_get(e, "auth")) != j->auth) {
+		snprintf(what, wlen, "auth is not %s",
+			j->auth ? "true" : "false");
+		return 1;
+	}
 	if (members_differ(j, json_object_get(e, "members"), what, wlen))
 		return 1;
 	if ((j->group_ip == 0 && g != NULL && !json_is_null(g)) ||

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <arpa/inet.h>
 
+#include <sodium.h>
+
 #include "dpc.h"
 
 enum stage { ST_READ, ST_DEL, ST_ADD, ST_DEL_EXISTING, ST_ADD_AGAIN };
@@ -29,6 +31,27 @@ bool
 tallyd_dpc_busy(const struct tallyd_job *j)
 {
 	return j->dp_op.kind != TALLYD_OP_NONE;
+}
+
+/* An authenticated job's keys for tally-dp's job_add, hex, by rank. */
+static json_t *
+auth_json(const struct tallyd_job *j, uint64_t wire_token)
+{
+	json_t *up = json_array(), *down = json_array();
+	struct tally_auth_keys k;
+	char hex[2 * sizeof(k.up) + 1];
+
+	for (unsigned int r = 0; r < j->world; r++) {
+		tallyd_auth_keys(j, wire_token, r, &k);
+		sodium_bin2hex(hex, sizeof(hex), k.up, sizeof(k.up));
+		json_array_append_new(up, json_string(hex));
+		sodium_bin2hex(hex, sizeof(hex), k.down, sizeof(k.down));
+		json_array_append_new(down, json_string(hex));
+	}
+	sodium_bin2hex(hex, sizeof(hex), k.result, sizeof(k.result));
+	sodium_memzero(&k, sizeof(k));
+	return json_pack("{s:s, s:o, s:o}", "result", hex, "up", up, "down",
+		down);
 }
 
 static json_t *
@@ -59,6 +82,8 @@ job_add_req(const struct tallyd_job *j)
 		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
 			ip, "port", j->group_port));
 	}
+	if (o != NULL && j->auth)
+		json_object_set_new(o, "auth", auth_json(j, op->token));
 	return o;
 }
 

@@ -106,6 +106,9 @@ tallyd_job_create(struct tallyd *d, const struct tallyd_job *tmpl,
 	j->window = tmpl->window;
 	j->max_elems = tmpl->max_elems;
 	j->narrow = tmpl->narrow;
+	j->auth = tmpl->auth;
+	if (j->auth)
+		crypto_kdf_keygen(j->auth_secret);
 	j->group_ip = tmpl->group_ip;
 	j->group_port = tmpl->group_port;
 	j->idle_timeout_s = tmpl->idle_timeout_s;
@@ -241,6 +244,7 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "codec", json_string(j->codec));
+	json_object_set_new(o, "auth", json_boolean(j->auth));
 	if (j->group_ip != 0) {
 		struct in_addr a = { .s_addr = htonl(j->group_ip) };
 		char ip[INET_ADDRSTRLEN], g[32];

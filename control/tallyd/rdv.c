@@ -153,8 +153,15 @@ tallyd_rdv_programmed(struct tallyd *d, struct tallyd_job *j, int err)
 	tallyd_state_save(d);
 	m.wire_token = j->wire_token;
 	m.epoch = j->epoch;
-	for (r = 0; r < j->world; r++)
+	for (r = 0; r < j->world; r++) {
+		/* An authenticated job: each rank gets its own keys. */
+		if (j->auth) {
+			m.auth = 1;
+			tallyd_auth_keys(j, j->wire_token, r, &m.keys);
+		}
 		conn_finish(j->joiners[r], &m);
+	}
+	sodium_memzero(&m.keys, sizeof(m.keys));
 	j->njoined = 0;
 	tallyd_log("job '%s' (id %u): membership %u of %u ranks formed",
 		j->name, j->id, j->epoch, j->world);

@@ -70,6 +70,15 @@ job_state_json(const struct tallyd_job *j)
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "epoch", json_integer(j->epoch));
+	if (j->auth) {
+		/* The job's secret: the state file is tallyd's alone (0600). */
+		char sec[2 * sizeof(j->auth_secret) + 1];
+
+		sodium_bin2hex(sec, sizeof(sec), j->auth_secret,
+			sizeof(j->auth_secret));
+		json_object_set_new(o, "auth_secret", json_string(sec));
+		sodium_memzero(sec, sizeof(sec));
+	}
 	json_object_set_new(o, "codec", json_string(j->codec));
 	if (j->has_members) {
 		json_t *m = json_array();
@@ -280,7 +289,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	json_int_t id, world, window, elems, gip, gport, idle, created, last;
 	json_int_t epoch = 0;
 	int narrow;
-	const char *name, *hash, *wtok = NULL, *codec = "fixp";
+	const char *name, *hash, *wtok = NULL, *codec = "fixp", *asec = NULL;
 	struct tally_codec cc;
 	json_t *members = NULL, *base = NULL, *lst = NULL;
 	json_error_t err;
@@ -288,7 +297,8 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	size_t n = 0;
 
 	if (json_unpack_ex(o, &err, 0, "{s:s, s:I, s:I, s:I, s:I, s:b, s:I, "
-			"s:I, s:I, s:s, s:I, s:I, s?I, s?o, s?s, s?o, s?o, s?s}",
+			"s:I, s:I, s:s, s:I, s:I, s?I, s?o, s?s, s?o, s?o, s?s, "
+			"s?s}",
 			"name", &name, "id", &id, "world", &world,
 			"window", &window, "max_elems", &elems,
 			"narrow", &narrow, "group_ip", &gip,
@@ -297,7 +307,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			"last_active", &last, "epoch", &epoch,
 			"members", &members, "wire_token", &wtok,
 			"counters_base", &base, "counters_last", &lst,
-			"codec", &codec) != 0) {
+			"codec", &codec, "auth_secret", &asec) != 0) {
 		snprintf(why, wlen, "a job: %s", err.text);
 		return -EINVAL;
 	}
@@ -331,6 +341,14 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	j->last_active = last;
 	j->epoch = (uint32_t)epoch;
 	strcpy(j->codec, codec);
+	j->auth = asec != NULL;
+	if (asec != NULL && (sodium_hex2bin(j->auth_secret,
+			sizeof(j->auth_secret), asec, strlen(asec), NULL, &n,
+			NULL) != 0 || n != sizeof(j->auth_secret))) {
+		snprintf(why, wlen, "job '%s': bad auth_secret", name);
+		free(j);
+		return -EINVAL;
+	}
 	if (sodium_hex2bin(j->token_hash, sizeof(j->token_hash), hash,
 			strlen(hash), NULL, &n, NULL) != 0 ||
 			n != sizeof(j->token_hash)) {

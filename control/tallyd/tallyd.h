@@ -27,6 +27,7 @@
 
 #include "tally/codec.h"
 #include "tally/proto.h"
+#include "tally/tally.h"
 #include "rdv/msg.h"
 #include "dplimits.h"
 
@@ -132,6 +133,8 @@ struct tallyd_job {
 	uint16_t window;
 	uint16_t max_elems;
 	bool narrow;
+	bool auth;			/* an authenticated job: tags */
+	uint8_t auth_secret[32];	/* its secret (tallyd_auth_keys()) */
 	uint32_t group_ip;		/* host order, 0: unicast */
 	uint16_t group_port;
 	unsigned int idle_timeout_s;	/* 0: never */
@@ -273,6 +276,13 @@ void tallyd_job_link(struct tallyd *d, struct tallyd_job *j);
 
 /* Unlinks and frees j; its joiners must be gone. */
 void tallyd_job_free(struct tallyd *d, struct tallyd_job *j);
+
+/*
+ * auth.c: member rank's keys in j's membership of wire token wire_token
+ * (j authenticated), into *out.
+ */
+void tallyd_auth_keys(const struct tallyd_job *j, uint64_t wire_token,
+	unsigned int rank, struct tally_auth_keys *out);
 
 /* 1 if hex (64 digits) is j's token; constant time in its content. */
 int tallyd_job_token_ok(const struct tallyd_job *j, const char *hex);

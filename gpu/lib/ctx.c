@@ -137,8 +137,8 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 }
 
 /* Expands an authenticated job's keys (keys borrowed) into ctx->mac. */
-static int
-make_keys(struct tally_ctx *ctx, const struct tally_auth_keys *keys)
+int
+tally_lib_ctx_keys(struct tally_ctx *ctx, const struct tally_auth_keys *keys)
 {
 	const uint8_t *raw[3] = { keys->up, keys->down, keys->result };
 
@@ -182,7 +182,7 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	rc = check_opts(o, &uc, ctx);
 	if (rc != 0)
 		goto err_free;
-	if (o->auth != NULL && (rc = make_keys(ctx, o->auth)) != 0)
+	if (o->auth != NULL && (rc = tally_lib_ctx_keys(ctx, o->auth)) != 0)
 		goto err_free;
 	ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
 	ctx->rx_room = TALLY_HDR_LEN + 4u * ctx->elems + TALLY_TAG_LEN;

@@ -217,6 +217,15 @@ uint64_t tally_lib_retx_deadline(struct tally_ctx *ctx, uint64_t now_ns,
 	uint32_t rto_us);
 
 /*
+ * Makes ctx (plain so far, no allreduce run yet) an authenticated job's
+ * member with keys (borrowed): expands them into ctx->mac. Returns 0,
+ * or -ENOMEM or -ENOTSUP (no AES instructions) with the thread's open
+ * error set (tally_ctx_open_fail()).
+ */
+int tally_lib_ctx_keys(struct tally_ctx *ctx,
+	const struct tally_auth_keys *keys);
+
+/*
  * In an authenticated job (ctx->mac), the tag of this member's packet
  * whose header is hdr (wire order, flag AUTH set) and payload plen
  * bytes at payload, into tag. Borrows all.

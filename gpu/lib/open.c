@@ -391,6 +391,13 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 		goto out;
 	}
 	ctx->token = m.wire_token;
+	/* An authenticated job: this member's keys came with "ready". */
+	if (m.auth) {
+		rc = tally_lib_ctx_keys(ctx, &m.keys);
+		explicit_bzero(&m.keys, sizeof(m.keys));
+		if (rc != 0)
+			goto out;
+	}
 	*out = ctx;
 	ctx = NULL;
 out:

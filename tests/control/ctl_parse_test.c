@@ -78,6 +78,7 @@ good_requests(void **state)
 	assert_int_equal(r.window, 32768);
 	assert_int_equal(r.max_elems, 8192);
 	assert_true(r.narrow);
+	assert_false(r.auth);
 	assert_int_equal(r.group_ip, 0xef010203);
 	assert_int_equal(r.group_port, 40001);
 	assert_true(r.has_idle_timeout);
@@ -122,6 +123,8 @@ bad_requests(void **state)
 			"\"max_elems\":8193}", EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
 			"\"narrow\":1}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":2,"
+			"\"auth\":1}", EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
 			"\"group\":\"10.0.0.1:5\"}", EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"

@@ -81,6 +81,26 @@ every_op_roundtrips(void **state)
 	roundtrip(&m, &o);
 	assert_true(o.wire_token == 0xfedcba9876543210ull);
 	assert_int_equal(o.epoch, 4000000000u);
+	assert_false(o.auth);
+	/* An authenticated job's keys ride along. */
+	m.auth = 1;
+	for (int i = 0; i < 16; i++) {
+		m.keys.up[i] = (uint8_t)i;
+		m.keys.down[i] = (uint8_t)(0x80 | i);
+		m.keys.result[i] = (uint8_t)(0xf0 ^ i);
+	}
+	roundtrip(&m, &o);
+	assert_true(o.auth);
+	assert_memory_equal(&o.keys, &m.keys, sizeof(m.keys));
+	{
+		static const char bad[] = "{\"op\":\"ready\",\"errno\":0,"
+			"\"wire_token\":\"0123456789abcdef\",\"epoch\":1,"
+			"\"auth\":{\"up\":\"00\",\"down\":\"00\","
+			"\"result\":\"00\"}}";
+
+		assert_int_equal(tally_rdv_parse(bad, strlen(bad), &o, NULL,
+			0), -EPROTO);
+	}
 
 	m = (struct tally_rdv_msg){ .op = TALLY_RDV_ERROR, .err = EACCES };
 	strcpy(m.error, "bad token for job 'x'");

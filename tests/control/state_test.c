@@ -141,6 +141,9 @@ save_and_load(void **state)
 	b->group_ip = 0xef000001;
 	b->group_port = 5000;
 	b->narrow = true;
+	b->auth = true;
+	for (int i = 0; i < 32; i++)
+		b->auth_secret[i] = (uint8_t)i;
 	b->idle_timeout_s = 30;
 	strcpy(b->codec, "randk,density=0.5");
 	d->next_epoch = 7;
@@ -171,6 +174,29 @@ save_and_load(void **state)
 	assert_non_null(x);
 	assert_false(x->has_members);
 	assert_true(x->narrow);
+	assert_true(x->auth);
+	assert_memory_equal(x->auth_secret, b->auth_secret, 32);
+	assert_false(tallyd_job_find(&e, "alpha")->auth);
+	{
+		/*
+		 * Rank 1's keys in membership 0x0123456789abcdef: what
+		 * tests/e2e/authkeys.py derives (Python's BLAKE2b) from
+		 * the membership secret 093b38a7...6902 that this job's
+		 * secret gives (crypto_kdf: 0123456789abcdef, "tallymbr").
+		 */
+		static const uint8_t want[48] = {
+			0x5c, 0x41, 0x6e, 0x7f, 0x6a, 0xc9, 0xbd, 0x97,
+			0xf1, 0x44, 0x4f, 0x1a, 0xdc, 0xca, 0x50, 0x26,
+			0x1b, 0x70, 0x72, 0x9b, 0x80, 0x5b, 0xce, 0xec,
+			0x20, 0xc1, 0xab, 0xd5, 0xec, 0xc2, 0x36, 0xa5,
+			0x08, 0x74, 0xa8, 0xe6, 0xab, 0x14, 0xe4, 0x07,
+			0x5e, 0x0c, 0x8c, 0x42, 0x24, 0xa5, 0x63, 0xa7,
+		};
+		struct tally_auth_keys k;
+
+		tallyd_auth_keys(x, 0x0123456789abcdefull, 1, &k);
+		assert_memory_equal(&k, want, sizeof(want));
+	}
 	assert_int_equal(x->group_ip, 0xef000001);
 	assert_int_equal(x->group_port, 5000);
 	assert_int_equal(x->idle_timeout_s, 30);

@@ -148,6 +148,10 @@ settings(struct tallyctl_table *t, const json_t *job, time_t now)
 	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
 		if ((ret = kv(t, plain[i], json_object_get(job, plain[i]))))
 			return ret;
+	/* Authenticated or plain (a tallyd before it does not say). */
+	if (json_object_get(job, "auth") != NULL &&
+			(ret = kv(t, "auth", json_object_get(job, "auth"))))
+		return ret;
 	/* The job's codec spec (<tally/codec.h>); older tallyds have none. */
 	if (json_object_get(job, "codec") != NULL &&
 			(ret = kv(t, "codec", json_object_get(job, "codec"))))

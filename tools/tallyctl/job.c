@@ -32,6 +32,7 @@ struct create_args {
 	unsigned long num[NNUMS];
 	bool given[NNUMS];
 	bool narrow;
+	bool auth;
 	const char *group;
 	const char *codec;
 };
@@ -72,6 +73,10 @@ create_opt(struct tallyctl *g, int argc, char **argv, int *i,
 	}
 	if ((r = tallyctl_opt(g, argc, argv, i, "--narrow", NULL)) != 0) {
 		a->narrow = r > 0;
+		return r > 0 ? 1 : -1;
+	}
+	if ((r = tallyctl_opt(g, argc, argv, i, "--auth", NULL)) != 0) {
+		a->auth = r > 0;
 		return r > 0 ? 1 : -1;
 	}
 	if ((r = tallyctl_opt(g, argc, argv, i, "--codec", &a->codec)) != 0)
@@ -130,6 +135,8 @@ create_req(const struct create_args *a)
 				json_integer((json_int_t)a->num[k]));
 	if (req != NULL && a->narrow)
 		err |= json_object_set_new(req, "narrow", json_true());
+	if (req != NULL && a->auth)
+		err |= json_object_set_new(req, "auth", json_true());
 	if (req != NULL && a->group != NULL)
 		err |= json_object_set_new(req, "group", json_string(a->group));
 	if (req != NULL && a->codec != NULL)
@@ -228,9 +235,11 @@ job_delete(struct tallyctl *g, int argc, char **argv)
 
 const struct tallyctl_cmd tallyctl_job_cmds[] = {
 	{ "create", "NAME --world N [--window N] [--max-elems N] [--narrow] "
-	  "[--group IP:PORT] [--idle-timeout S] [--codec SPEC]", "Create a job (world 1-64, "
+	  "[--group IP:PORT] [--idle-timeout S] [--codec SPEC] [--auth]",
+	  "Create a job (world 1-64, "
 	  "window 1-32768 slots, max-elems 1-8192, idle timeout in seconds, "
-	  "0: never) and print its token, which is shown only this once.",
+	  "0: never; --auth: every packet tagged, docs/protocol.md) and "
+	  "print its token, which is shown only this once.",
 	  job_create, NULL },
 	{ "list", "", "One line per job: its id, world, members joined, "
 	  "state, rounds and bytes in.", job_list, NULL },
