@@ -27,14 +27,21 @@ round() {
 		sed 's/^/# /'
 }
 
+# afresh NAME: job 1 deleted and added again. New contexts number their
+# rounds from 0: as tallyd does for every membership, the job starts
+# afresh at the dataplane (fresh slots) for every set of workers.
+afresh() {
+	dp_admin '{"cmd":"job_del","id":1}' >/dev/null &&
+		job_add 1 "$TOKEN" 0 1 2 3 >/dev/null
+	ok $? "job 1 added again for $1"
+}
+
 round f32 64M f32-64MiB
-# New contexts number their rounds from 0 again: as tallyd does for every
-# membership, the job starts afresh at the dataplane (fresh slots).
-dp_admin '{"cmd":"job_del","id":1}' >/dev/null &&
-	job_add 1 "$TOKEN" 0 1 2 3 >/dev/null
-ok $? "job 1 added again for new contexts"
+afresh i32-4MiB
 round i32 4M i32-4MiB
+afresh f32-tiny-1MiB
 round f32 1M f32-tiny-1MiB --scale-exp -140
+afresh f32-huge-1MiB
 round f32 1M f32-huge-1MiB --scale-exp 120
 [ "$(dp_counter drop_bad_token)" -eq 0 ]
 ok $? "no packet was refused"
