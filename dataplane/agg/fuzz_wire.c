@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 	}								\
 } while (0)
 
-#define NJOBS 3
+#define NJOBS 4
 #define IP(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | \
 	(uint32_t)(c) << 16 | (uint32_t)(d) << 24)	/* network order */
 #define PORT(p) ((uint16_t)((p) >> 8 | ((p) & 0xff) << 8))
@@ -48,7 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * sized slots, wide results. Job 2: any address for rank 0, an address
  * with any port for rank 1, the largest packets, narrow results. Job
  * 0x101: sixty-four members (rank 63 is the bitmap's top bit), one slot,
- * sharing job 1's bucket in the table.
+ * sharing job 1's bucket in the table. Job 3: an authenticated job (any
+ * address), whose tags the fuzzer must forge: bad_auth, the verification
+ * on whatever arrives.
  */
 static const struct tally_job_conf confs[NJOBS] = {
 	{ .id = 1, .token = UINT64_C(0x0123456789abcdef), .world = 3,
@@ -63,6 +65,9 @@ static const struct tally_job_conf confs[NJOBS] = {
 	  .members = { { 0, 0 }, { IP(10, 0, 0, 4), 0 } } },
 	{ .id = 0x101, .token = 7, .world = TALLY_MAX_WORKERS, .window = 1,
 	  .max_elems = 16 },
+	{ .id = 3, .token = 3, .world = 2, .window = 2, .max_elems = 8,
+	  .auth = 1, .key_result = { 1 }, .keys = { { { 2 }, { 3 } },
+	  { { 4 }, { 5 } } } },
 };
 
 /* Senders by the frame's src byte (modulo); the last means "no source". */
@@ -124,15 +129,20 @@ check_decode(const uint8_t *pkt, size_t len)
 static void
 check_reply(const struct tally_verdict *v)
 {
-	static uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_ELEMS * 4];
+	static uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_ELEMS * 4 + TALLY_TAG_LEN];
+	size_t len = TALLY_HDR_LEN + v->payload_len;
 	struct tally_hdr h;
 
 	CHECK(v->payload_len <= TALLY_MAX_ELEMS * 4);
+	CHECK(!v->tagged == !(v->hdr.flags & TALLY_F_AUTH));
 	tally_hdr_encode(&v->hdr, buf);
 	if (v->payload_len > 0)
 		memcpy(buf + TALLY_HDR_LEN, v->payload, v->payload_len);
-	CHECK(tally_hdr_decode(buf, TALLY_HDR_LEN + v->payload_len, &h) ==
-		TALLY_ST_OK);
+	if (v->tagged) {
+		memcpy(buf + len, v->tag, TALLY_TAG_LEN);
+		len += TALLY_TAG_LEN;
+	}
+	CHECK(tally_hdr_decode(buf, len, &h) == TALLY_ST_OK);
 }
 
 static int
@@ -167,6 +177,7 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 		/* Refused before authentication, a duplicate, or stale. */
 		CHECK(v->status == TALLY_ST_OK ||
 			v->status == TALLY_ST_STALE ||
+			v->status == TALLY_ST_BAD_AUTH ||
 			(v->status >= TALLY_ST_BAD_TOKEN &&
 			 v->status <= TALLY_ST_BAD_SOURCE));
 		return;
