@@ -10,7 +10,7 @@
  * shared-scale procedure (global max |x|, exponent, sum of the ranks'
  * encodings, decode); for max the element-wise maximum in IEEE 754's
  * total order. Plans mix sizes and kinds on one context, which is what
- * catches a shadow-set bit that does not carry over between calls.
+ * catches a slot round that does not carry over between calls.
  * f32 sums are also checked against the exact sums of the ranks' data
  * within the bound <tally/fixp.h> documents, over every magnitude of the
  * floats (2^127 down to the subnormal 2^-149), with ranks of very
@@ -498,7 +498,7 @@ f32_sizes(void **state)
 
 /*
  * One context, many calls of different kinds and sizes: tensors shorter
- * than the window and single chunks in a row, where a set bit taken from
+ * than the window and single chunks in a row, where a round taken from
  * the chunk index instead of the slot's history gets an old sum back.
  */
 static const struct step mixed[] = {
