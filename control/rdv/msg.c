@@ -160,7 +160,8 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 
 		if (strcmp(k, "op") == 0 || (op == TALLY_RDV_PARAMS &&
 				(strcmp(k, "group") == 0 ||
-				 strcmp(k, "codec") == 0)) ||
+				 strcmp(k, "codec") == 0 ||
+				 strcmp(k, "auth") == 0)) ||
 				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0))
 			continue;
 		for (i = 0; i < 8 && ops[op].keys[i] != NULL; i++)
@@ -243,6 +244,7 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	m->window = (uint16_t)window;
 	m->max_elems = (uint16_t)elems;
 	m->narrow = json_is_true(narrow);
+	m->auth = json_is_true(json_object_get(o, "auth"));
 	return 0;
 }
 
@@ -433,6 +435,8 @@ build(const struct tally_rdv_msg *m)
 			"dp_port", m->dp_port, "dp_nports", m->dp_nports,
 			"job_id", m->job_id, "window", m->window, "max_elems",
 			m->max_elems, "narrow", m->narrow);
+		if (o != NULL && m->auth)
+			json_object_set_new(o, "auth", json_true());
 		if (o != NULL && m->codec[0] != '\0') {
 			struct tally_codec c;
 

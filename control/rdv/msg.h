@@ -62,7 +62,8 @@ struct tally_rdv_msg {
 	/* READY */
 	uint64_t wire_token;
 	uint32_t epoch;
-	uint8_t auth;		/* an authenticated job: keys follow */
+	uint8_t auth;		/* PARAMS: an authenticated job (optional
+				 * "auth": true); READY: keys follow */
 	struct tally_auth_keys keys; /* this member's */
 
 	/* ERROR */

@@ -90,7 +90,8 @@ static int
 check_mtu(const struct tallyd_dp_limits *l, const struct tallyd_job *j,
 	char *why, size_t wlen)
 {
-	unsigned int encs = tallyd_limits_encs(j), worst = 0;
+	unsigned int encs = tallyd_limits_encs(j) |
+		(j->auth ? TALLY_ENC_AUTH : 0), worst = 0;
 	size_t ip = TALLY_IPV4_UDP_LEN + tally_job_udp_len(encs, j->narrow,
 		j->max_elems, &worst);
 

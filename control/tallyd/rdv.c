@@ -252,6 +252,7 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	p.window = j->window;
 	p.max_elems = j->max_elems;
 	p.narrow = j->narrow;
+	p.auth = j->auth;	/* its keys come with "ready" */
 	p.group_ip = j->group_ip;
 	p.group_port = j->group_port;
 	strcpy(p.codec, j->codec);

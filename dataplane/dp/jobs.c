@@ -218,6 +218,8 @@ tally_dp_job_check(const struct tally_dp *dp,
 			"%u x max_elems %u); tally-dp takes at most %.1f MiB a "
 			"job (--max-job-mem)", c->id, mib(mem), c->window,
 			c->max_elems, mib(dp->max_job_mem));
+	if (c->auth)	/* every packet carries a tag */
+		encs |= TALLY_ENC_AUTH;
 	udp = tally_job_udp_len(encs, c->narrow, c->max_elems, &worst);
 	if ((dp->mtu == 0 || TALLY_IPV4_UDP_LEN + udp <= dp->mtu) &&
 			udp <= room)

@@ -241,14 +241,15 @@ route_source(uint32_t ip, uint16_t port, char out[INET_ADDRSTRLEN])
 
 /*
  * Whether the job's largest packets (elems elements in the encodings of
- * codec spec, results narrow or widened) fit the path MTU toward the
+ * codec spec, results narrow or widened, the tag of an authenticated
+ * job) fit the path MTU toward the
  * dataplane at ip:port (host order), as the kernel knows it: tallyd
  * checked them against tally-dp's MTU only. Returns 0 (also when the MTU
  * cannot be read), or -EMSGSIZE with the sentence set.
  */
 static int
 check_path_mtu(uint32_t ip, uint16_t port, const char *spec, int narrow,
-	unsigned int elems)
+	int auth, unsigned int elems)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 		.sin_addr.s_addr = htonl(ip), .sin_port = htons(port) };
@@ -268,6 +269,8 @@ check_path_mtu(uint32_t ip, uint16_t port, const char *spec, int narrow,
 		spec = "fixp";
 	if (tally_codec_parse(spec, &c, NULL, 0) == 0)
 		encs = tally_codec_encs(c.kind);
+	if (auth)	/* every packet carries a tag */
+		encs |= TALLY_ENC_AUTH;
 	need = tally_job_ip_len(encs, narrow, elems);
 	if (mtu <= 0 || need <= (size_t)mtu)
 		return 0;
@@ -366,7 +369,7 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 
 	if ((rc = ctx_from_params(p, o, rank, world, dp_ip, src, group)) != 0 ||
 			(rc = check_path_mtu(p->dp_ip, p->dp_port, o->codec,
-				o->narrow, o->elems)) != 0 ||
+				o->narrow, o->elems, p->auth)) != 0 ||
 			(rc = tally_ctx_open(o, &ctx)) != 0)
 		return rc;
 	rc = tally_transport_local(ctx->tp, &lip, &lport);

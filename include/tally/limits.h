@@ -44,6 +44,12 @@ extern "C" {
 #define TALLY_JOB_AUTH_BYTES(world)	((2u * (world) + 1u) * 1024u)
 
 #define TALLY_ENC_BIT(enc)	(1u << (enc))
+/*
+ * Not an encoding: or'ed into a mask of encodings, it says the job is
+ * authenticated, and every packet carries a TALLY_TAG_LEN-byte tag
+ * (docs/protocol.md, "Authenticated jobs"), which the sizes below count.
+ */
+#define TALLY_ENC_AUTH		(1u << 31)
 /* Every encoding: what a job that declares none may send. */
 #define TALLY_ENC_ALL		(((1u << TALLY_ENC_MAX_) - 1) & \
 				 ~(TALLY_ENC_BIT(0)))
@@ -118,7 +124,8 @@ tally_job_udp_len(unsigned int encs, int narrow, unsigned int max_elems,
 				*worst = e;
 		}
 	}
-	return TALLY_HDR_LEN + max;
+	return TALLY_HDR_LEN + max + ((encs & TALLY_ENC_AUTH) ?
+		TALLY_TAG_LEN : 0);
 }
 
 /* The IPv4 length of the job's largest packet (see above). */

@@ -92,9 +92,19 @@ packets_over_mtu(void **state)
 	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
 		-EMSGSIZE);
 	assert_string_equal(why, "job 'f': max_elems 336 with codec fixp makes "
-		"1404-byte packets (f32, widened results), over tally-dp's MTU "
-		"of 1400; at most max_elems 335");
-	j.max_elems = 335;
+		"1412-byte packets (f32, widened results), over tally-dp's MTU "
+		"of 1400; at most max_elems 333");
+	j.max_elems = 333;
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		0);
+	/* An authenticated job's packets carry a 16-byte tag as well. */
+	j.auth = true;
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		-EMSGSIZE);
+	assert_string_equal(why, "job 'f': max_elems 333 with codec fixp makes "
+		"1416-byte packets (f32, widened results), over tally-dp's MTU "
+		"of 1400; at most max_elems 329");
+	j.max_elems = 329;
 	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
 		0);
 	ping(1500);
@@ -102,8 +112,8 @@ packets_over_mtu(void **state)
 	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
 		-EMSGSIZE);
 	assert_string_equal(why, "job 'q': max_elems 1024 with codec q8 makes "
-		"4156-byte packets (i8, widened results), over tally-dp's MTU "
-		"of 1500; at most max_elems 360");
+		"4164-byte packets (i8, widened results), over tally-dp's MTU "
+		"of 1500; at most max_elems 358");
 	j.narrow = true;
 	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
 		0);

@@ -287,9 +287,9 @@ job_add_refusals(void **state)
 		"job 1 needs 2050.0 MiB (window 32768 x max_elems 8192); "
 		"tally-dp takes at most 256.0 MiB a job (--max-job-mem)");
 	refused(ADD1 "\"id\":1,\"max_elems\":1024,\"encodings\":[\"i8\"]}",
-		EMSGSIZE, "job 1: 1024 elements of i8 make 4156-byte IPv4 "
+		EMSGSIZE, "job 1: 1024 elements of i8 make 4164-byte IPv4 "
 		"packets (widened results), over the port's MTU of 1500 bytes; "
-		"at most max_elems 360 for these encodings");
+		"at most max_elems 358 for these encodings");
 	r = call(ADD1 "\"id\":1,\"max_elems\":1024,\"narrow\":true,"
 		"\"encodings\":[\"i8\"]}");
 	assert_int_equal(errno_of(r), 0);

@@ -709,20 +709,20 @@ admission(void **state)
 		sizeof(why)), 0);
 	assert_int_equal(tally_dp_job_del(&dp, 22, NULL), 0);
 	dp.mem_budget = 0;
-	/* PORT_MTU 2100: 2040 bytes of payload, 510 i32 or 2040 i8. */
+	/* PORT_MTU 2100: 2032 bytes of payload, 508 i32 or 2032 i8. */
 	assert_int_equal(add_conf(23, 4, 511, 0, TALLY_ENC_ALL, why,
 		sizeof(why)), -EMSGSIZE);
-	assert_string_equal(why, "job 23: 511 elements of f32 make 2104-byte "
+	assert_string_equal(why, "job 23: 511 elements of f32 make 2112-byte "
 		"IPv4 packets (widened results), over the port's MTU of 2100 "
-		"bytes; at most max_elems 510 for these encodings");
+		"bytes; at most max_elems 508 for these encodings");
 	assert_int_equal(add_conf(23, 4, 600, 0, i8, why, sizeof(why)),
 		-EMSGSIZE);
-	assert_non_null(strstr(why, "600 elements of i8 make 2460-byte"));
-	assert_int_equal(add_conf(23, 4, 2040, 1, i8, why, sizeof(why)), 0);
+	assert_non_null(strstr(why, "600 elements of i8 make 2468-byte"));
+	assert_int_equal(add_conf(23, 4, 2032, 1, i8, why, sizeof(why)), 0);
 	assert_int_equal(tally_dp_job_del(&dp, 23, NULL), 0);
-	assert_int_equal(add_conf(23, 4, 2041, 1, i8, why, sizeof(why)),
+	assert_int_equal(add_conf(23, 4, 2033, 1, i8, why, sizeof(why)),
 		-EMSGSIZE);
-	assert_int_equal(add_conf(23, 4, 510, 0, TALLY_ENC_ALL, why,
+	assert_int_equal(add_conf(23, 4, 508, 0, TALLY_ENC_ALL, why,
 		sizeof(why)), 0);
 	assert_int_equal(tally_dp_job_del(&dp, 23, NULL), 0);
 	assert_int_equal(dp.njobs, 0);

@@ -55,7 +55,7 @@ echo "$rep" | jq_py 'j["errno"], j["error"]' | grep -q "^7 job 1 needs 2050.0 Mi
 ok $? "window 32768 x max_elems 8192 refused at once (E2BIG, $ms ms)"
 echo "# $rep"
 rep=$(dp_admin "$ADD,\"id\":1,\"max_elems\":1024,\"encodings\":[\"i8\"]}")
-echo "$rep" | jq_py 'j["errno"], j["error"]' | grep -q "^90 .*4156-byte IPv4 packets"
+echo "$rep" | jq_py 'j["errno"], j["error"]' | grep -q "^90 .*4164-byte IPv4 packets"
 ok $? "q8 with max_elems 1024, results widened: refused at MTU 1500 (EMSGSIZE)"
 echo "# $rep"
 [ "$(errno_of "$ADD,\"id\":1,\"max_elems\":1024,\"narrow\":true,\"encodings\":[\"i8\"]}")" = 0 ] &&

@@ -3,12 +3,12 @@
 #
 # Jobs against the MTU and memory tally-dp has, on links of MTU 1400:
 # - tallyd refuses at `job create`, with a sentence, what tally-dp cannot
-#   serve: max_elems 336 (1,404-byte packets), 2 GiB of slots, q8 with
+#   serve: max_elems 336 (1,412-byte packets), 2 GiB of slots, q8 with
 #   1,024 elements widened; tally-dp's own job_add refuses 336 too;
-# - max_elems 335 (exactly 1,400 bytes) is taken and two workers get
+# - max_elems 333 (exactly 1,400 bytes) is taken and two workers get
 #   exact results through it;
 # - when tally-dp's MTU is larger than the workers' path (tally-dp at
-#   1500 on these 1400 links) tallyd takes max_elems 360, and the
+#   1500 on these 1400 links) tallyd takes max_elems 358, and the
 #   workers' tally_open() says the packets exceed their path MTU instead
 #   of timing out later;
 # - tally-bench names the status of a NACK that hits its barrier.
@@ -31,11 +31,11 @@ refused() {
 	echo "# $(cat "$WORK/$name.err")"
 	[ $rc -eq 1 ] && grep -q "$want" "$WORK/$name.err"
 }
-refused big "over tally-dp's MTU of 1400; at most max_elems 335" --max-elems 336
-ok $? "create --max-elems 336 at MTU 1400: refused, names the limit (335)"
+refused big "over tally-dp's MTU of 1400; at most max_elems 333" --max-elems 336
+ok $? "create --max-elems 336 at MTU 1400: refused, names the limit (333)"
 refused huge "needs 2050.0 MiB at tally-dp" --window 32768 --max-elems 8192
 ok $? "create --window 32768 --max-elems 8192: refused (2 GiB a job)"
-refused q8 "codec q8 makes 4156-byte packets (i8, widened results)" \
+refused q8 "codec q8 makes 4164-byte packets (i8, widened results)" \
 	--codec q8 --max-elems 1024
 ok $? "create --codec q8 --max-elems 1024: refused (widened results)"
 [ "$(tctl --json job list | jq_py 'len(j["jobs"])')" = 0 ]
@@ -46,9 +46,9 @@ echo "$rep" | jq_py 'j["errno"]' | grep -qx 90
 ok $? "tally-dp's job_add refuses max_elems 336 at MTU 1400 (EMSGSIZE)"
 
 # --- the exact fit works ----------------------------------------------------
-TOKEN=$(tctl --json job create fit --world 2 --max-elems 335 | jq_py 'j["token"]')
+TOKEN=$(tctl --json job create fit --world 2 --max-elems 333 | jq_py 'j["token"]')
 [ ${#TOKEN} -eq 64 ]
-ok $? "create --max-elems 335 (1,400-byte packets) is taken"
+ok $? "create --max-elems 333 (1,400-byte packets) is taken"
 pids=""
 for r in 0 1; do
 	worker_url "$r" fit "$TOKEN" "$r" 2 "$WORK/fit.$r" --type f32 \
@@ -74,9 +74,9 @@ for _ in $(seq 50); do
 	sleep 0.2
 done
 sleep 0.5
-TOKEN=$(tctl --json job create wide --world 2 --max-elems 360 | jq_py 'j["token"]')
+TOKEN=$(tctl --json job create wide --world 2 --max-elems 358 | jq_py 'j["token"]')
 [ ${#TOKEN} -eq 64 ]
-ok $? "tallyd takes max_elems 360 for tally-dp's MTU 1500"
+ok $? "tallyd takes max_elems 358 for tally-dp's MTU 1500"
 pids=""
 for r in 0 1; do
 	worker_url "$r" wide "$TOKEN" "$r" 2 "$WORK/wide.$r" --type f32 \
@@ -88,9 +88,9 @@ for p in $pids; do
 	wait "$p" && rc=1
 done
 grep -h "path MTU" "$WORK"/wide.* | head -1 | sed 's/^/# /'
-[ $rc -eq 0 ] && grep -q "over the path MTU of 1400 toward the dataplane: use at most 335 elements" "$WORK/wide.0" &&
+[ $rc -eq 0 ] && grep -q "over the path MTU of 1400 toward the dataplane: use at most 333 elements" "$WORK/wide.0" &&
 	grep -q "Message too long" "$WORK/wide.0"
-ok $? "workers with a 1400 path fail in tally_open() with EMSGSIZE, naming 335"
+ok $? "workers with a 1400 path fail in tally_open() with EMSGSIZE, naming 333"
 [ $rc -eq 0 ] || sed 's/^/#   /' "$WORK"/wide.*
 tctl job delete wide >/dev/null
 
