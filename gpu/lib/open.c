@@ -242,8 +242,8 @@ route_source(uint32_t ip, uint16_t port, char out[INET_ADDRSTRLEN])
 /*
  * Whether the job's largest packets (elems elements in the encodings of
  * codec spec, results narrow or widened, the tag of an authenticated
- * job) fit the path MTU toward the
- * dataplane at ip:port (host order), as the kernel knows it: tallyd
+ * job) fit the path MTU toward the dataplane at ip:port (host order), as
+ * the kernel knows it: tallyd
  * checked them against tally-dp's MTU only. Returns 0 (also when the MTU
  * cannot be read), or -EMSGSIZE with the sentence set.
  */
@@ -369,7 +369,7 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 
 	if ((rc = ctx_from_params(p, o, rank, world, dp_ip, src, group)) != 0 ||
 			(rc = check_path_mtu(p->dp_ip, p->dp_port, o->codec,
-				o->narrow, o->elems, p->auth)) != 0 ||
+				o->narrow, p->auth, o->elems)) != 0 ||
 			(rc = tally_ctx_open(o, &ctx)) != 0)
 		return rc;
 	rc = tally_transport_local(ctx->tp, &lip, &lport);
