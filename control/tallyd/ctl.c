@@ -22,6 +22,7 @@
 
 #define MAX_CLIENTS	64
 #define MAX_REQ		8192
+#define REST_MS		250	/* listener's rest when descriptors run out */
 
 struct tallyd_ctl_client {
 	int fd;
@@ -113,8 +114,22 @@ tallyd_ctl_accept(struct tallyd *d)
 	int fd;
 
 	fd = accept4(d->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		/*
+		 * The connection stays queued and the listener readable:
+		 * polling it again at once would spin. Rest it instead.
+		 */
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+				errno == ENOMEM) {
+			if (d->st.ctl_fd_backoffs++ == 0)
+				tallyd_log("control socket: accept: %s; not "
+					"accepting for %d ms at a time while it "
+					"lasts (ctl_fd_backoffs)",
+					strerror(errno), REST_MS);
+			d->ctl_rest_until_ms = tallyd_now_ms() + REST_MS;
+		}
 		return;
+	}
 	for (x = d->ctl_clients; x != NULL; x = x->next)
 		n++;
 	if (n >= MAX_CLIENTS || (c = calloc(1, sizeof(*c))) == NULL) {
@@ -124,6 +139,12 @@ tallyd_ctl_accept(struct tallyd *d)
 	c->fd = fd;
 	c->next = d->ctl_clients;
 	d->ctl_clients = c;
+}
+
+int
+tallyd_ctl_listen_fd(const struct tallyd *d, int64_t now)
+{
+	return now < d->ctl_rest_until_ms ? -1 : d->ctl_fd;
 }
 
 unsigned int

@@ -320,6 +320,8 @@ tallyd_stats_json(const struct tallyd *d)
 	rdv_stats(d, o);
 	json_object_set_new(o, "ctl_send_failures",
 		json_integer((json_int_t)d->st.ctl_send_failures));
+	json_object_set_new(o, "ctl_fd_backoffs",
+		json_integer((json_int_t)d->st.ctl_fd_backoffs));
 	tallyd_state_stats(d, o);
 	return o;
 }

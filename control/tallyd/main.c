@@ -178,7 +178,11 @@ run(struct tallyd *d, int sfd)
 			wait = save;
 
 		p[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		p[n++] = (struct pollfd){ .fd = d->ctl_fd, .events = POLLIN };
+		p[n++] = (struct pollfd){ .fd = tallyd_ctl_listen_fd(d, now),
+			.events = POLLIN };
+		if (now < d->ctl_rest_until_ms &&
+				d->ctl_rest_until_ms - now < wait)
+			wait = d->ctl_rest_until_ms - now;
 		p[n++] = (struct pollfd){ .fd = tallyd_rdv_listen_fd(d, now),
 			.events = POLLIN };
 		p[n++] = (struct pollfd){ .fd = d->http != NULL ?

@@ -371,6 +371,10 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 	scalar(r, t, "ctl_send_failures", FAMILY(
 		"tallyd_ctl_send_failures_total", "counter",
 		"Control socket replies that could not be sent."));
+	scalar(r, t, "ctl_fd_backoffs", FAMILY(
+		"tallyd_ctl_fd_backoffs_total", "counter",
+		"Times the control socket stopped accepting for a while: no "
+		"file descriptor left."));
 	scalar(r, t, "state_saves", FAMILY(
 		"tallyd_state_saves_total", "counter",
 		"Writes of the state file that reached the disk."));

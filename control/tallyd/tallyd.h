@@ -214,6 +214,7 @@ struct tallyd_stats {
 	uint64_t state_saves;		/* state file written */
 	uint64_t state_save_failures;	/* writes that failed */
 	uint64_t ctl_send_failures;	/* control replies that could not be sent */
+	uint64_t ctl_fd_backoffs;	/* control listener rested: no descriptors */
 };
 
 /* The state file's health (state.c). */
@@ -243,6 +244,7 @@ struct tallyd {
 	struct tallyd_dp_limits dp_limits; /* its last ping's (limits.c) */
 
 	int ctl_fd;			/* control socket listener */
+	int64_t ctl_rest_until_ms;	/* not polled before: out of descriptors */
 	struct tallyd_ctl_client *ctl_clients;
 	int rdv_fd;			/* rendezvous listener */
 	struct tallyd_rdv *rdv;		/* its connections (rdv.h) */
@@ -434,6 +436,8 @@ void tallyd_ctl_close_all(struct tallyd *d);
 unsigned int tallyd_ctl_pollfds(struct tallyd *d, struct pollfd *p,
 	unsigned int max);
 void tallyd_ctl_accept(struct tallyd *d);
+/* The listener to poll now; -1 while it rests (out of descriptors). */
+int tallyd_ctl_listen_fd(const struct tallyd *d, int64_t now);
 void tallyd_ctl_event(struct tallyd *d, int fd, short revents);
 /*
  * The largest control-socket reply (docs/control.md): listings are paged

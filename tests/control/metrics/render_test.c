@@ -31,7 +31,8 @@ static const char tallyd_json[] =
 	" \"rdv_evicted_full\": 6, \"rdv_evicted_fds\": 7,"
 	" \"rdv_fd_backoffs\": 8, \"rdv_handshake_timeouts\": 9,"
 	" \"rdv_tls_failures\": 10,"
-	" \"ctl_send_failures\": 2, \"state_saves\": 9,"
+	" \"ctl_send_failures\": 2, \"ctl_fd_backoffs\": 5,"
+	" \"state_saves\": 9,"
 	" \"state_save_failures\": 4, \"state_unsaved\": true,"
 	" \"state_last_error\": \"cannot save state file x: No space left\","
 	" \"state_last_error_at\": 1795000000}";
@@ -147,6 +148,7 @@ full_stats(void **state)
 	has(text, "\ntallyd_rdv_handshake_timeouts_total 9\n");
 	has(text, "\ntallyd_rdv_tls_failures_total 10\n");
 	has(text, "\ntallyd_ctl_send_failures_total 2\n");
+	has(text, "\ntallyd_ctl_fd_backoffs_total 5\n");
 	has(text, "\ntallyd_state_saves_total 9\n");
 	has(text, "\ntallyd_state_save_failures_total 4\n");
 	has(text, "\ntallyd_state_unsaved 1\n");
