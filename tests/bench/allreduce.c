@@ -298,7 +298,10 @@ parse_token(const char *arg, uint64_t *token)
 	return 0;
 }
 
-/* BYTES with an optional K, M or G (powers of 1024), a multiple of 4. */
+/*
+ * BYTES with an optional K, M or G (powers of 1024), a multiple of 4; 0
+ * is an empty tensor (an allreduce that sends nothing, between barriers).
+ */
 static int
 parse_size(const char *arg, unsigned long long *out)
 {
@@ -316,13 +319,13 @@ parse_size(const char *arg, unsigned long long *out)
 	}
 	if (*end == 'i' && end[1] == 'B' && mul > 1)
 		end += 2;
-	if (*end != '\0' || v == 0 || v > MAX_SIZE / mul ||
+	if (*end != '\0' || v > MAX_SIZE / mul ||
 			(v * mul) % 4 != 0)
 		goto bad;
 	*out = v * mul;
 	return 0;
 bad:
-	fprintf(stderr, "--size: '%s' is not a size of 4 B..8G, a multiple "
+	fprintf(stderr, "--size: '%s' is not a size of 0..8G, a multiple "
 		"of 4 (suffix K, M or G)\n", arg);
 	return -1;
 }
@@ -1073,6 +1076,13 @@ compare_last:
 	return 0;
 }
 
+/* Gbit/s of tensor in the best call; 0 for an empty one (--size 0). */
+static double
+goodput(const struct ar_opts *o, const struct ar_run *a)
+{
+	return a->best > 0 ? (double)o->size * 8 / a->best * 1e-9 : 0.0;
+}
+
 static void
 print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 {
@@ -1098,7 +1108,7 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		printf("iter %lu: %.6f s\n", it + 1, a->secs[it]);
 	if (ok) {
 		printf("best: %.6f s, goodput %.3f Gbit/s\n", a->best,
-			(double)o->size * 8 / a->best * 1e-9);
+			goodput(o, a));
 		printf("digest: fnv1a64 %016llx\n",
 			(unsigned long long)a->digest[o->iters - 1]);
 	}
@@ -1146,7 +1156,7 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 			printf("%s%.6f", it ? "," : "", a->secs[it]);
 		printf("],\"best_s\":%.6f,\"goodput_gbps\":%.4f,"
 			"\"digest\":\"%016llx\"", a->best,
-			(double)o->size * 8 / a->best * 1e-9,
+			goodput(o, a),
 			(unsigned long long)a->digest[o->iters - 1]);
 	}
 	printf(",\"stats\":{\"packets_sent\":%llu,\"retransmits\":%llu,"
@@ -1193,8 +1203,8 @@ bench_allreduce(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 	a.n = (size_t)(o.size / 4);
-	a.buf = malloc(a.n * 4);
-	a.input = malloc(a.n * 4);
+	a.buf = malloc(a.n * 4 + 4);	/* + 4: not malloc(0) */
+	a.input = malloc(a.n * 4 + 4);
 	a.secs = calloc(o.iters, sizeof(*a.secs));
 	a.digest = calloc(o.iters, sizeof(*a.digest));
 	if (a.buf == NULL || a.input == NULL || a.secs == NULL ||

@@ -166,6 +166,9 @@ run_ok(const char *type, const char *size, const char *scale)
 				p[r].status, p[r].out);
 		assert_memory_equal(digest_of(&p[0]), digest_of(&p[r]), 33);
 	}
+	if (strcmp(size, "0") == 0)
+		assert_memory_equal(digest_of(&p[0]),
+			"digest: fnv1a64 cbf29ce484222325\n", 33);
 	if (getenv("BENCH_TEST_SHOW") != NULL)
 		printf("# %s", p[0].out);
 }
@@ -196,6 +199,18 @@ i32_three_ranks(void **state)
 {
 	(void)state;
 	run_ok("i32", "300004", NULL);
+}
+
+/*
+ * --size 0: an empty tensor sends nothing, between barriers that still
+ * meet; every rank's digest is FNV-1a's offset basis (no bytes).
+ */
+static void
+empty_three_ranks(void **state)
+{
+	(void)state;
+	run_ok("f32", "0", NULL);
+	run_ok("i32", "0", NULL);
 }
 
 /* World 3 with only 2 ranks running: both exit 3 and say why. */
@@ -254,6 +269,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(f32_three_ranks),
 		cmocka_unit_test(f32_magnitudes_three_ranks),
 		cmocka_unit_test(i32_three_ranks),
+		cmocka_unit_test(empty_three_ranks),
 		cmocka_unit_test(missing_rank_exits_3),
 		cmocka_unit_test(token_in_argv_refused),
 	};
