@@ -300,6 +300,14 @@ statuses_match(void **state)
 		unsigned int st = (unsigned int)strtoul(rows[i].cell[0], NULL, 0);
 
 		assert_string_equal(tally_status_name(st), rows[i].cell[1]);
+		/* The row of bad_version names this version. */
+		if (st == TALLY_ST_BAD_VERSION) {
+			char want[32];
+
+			snprintf(want, sizeof(want), "version is not %d",
+				TALLY_PROTO_VERSION);
+			assert_string_equal(rows[i].cell[2], want);
+		}
 	}
 }
 
