@@ -81,7 +81,8 @@ jobs_mem(const struct tallyd *d, const struct tallyd_job *skip)
 
 	for (const struct tallyd_job *o = d->jobs; o != NULL; o = o->next)
 		if (o != skip)
-			sum += tally_job_mem_bytes(o->window, o->max_elems);
+			sum += tally_job_mem(o->window, o->max_elems,
+				o->world, o->auth);
 	return sum;
 }
 
@@ -110,7 +111,8 @@ tallyd_limits_check(const struct tallyd *d, const struct tallyd_job *j,
 	bool others, char *why, size_t wlen)
 {
 	const struct tallyd_dp_limits *l = &d->dp_limits;
-	uint64_t mem = tally_job_mem_bytes(j->window, j->max_elems), used;
+	uint64_t mem = tally_job_mem(j->window, j->max_elems, j->world,
+		j->auth), used;
 
 	if (!l->known)
 		return 0;

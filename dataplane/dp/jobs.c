@@ -146,7 +146,8 @@ job_new(const struct tally_dp *dp, const struct tally_job_conf *conf,
 	}
 	jobx_init(dp, x, &job->conf);
 	x->encs = encs;
-	x->mem = tally_job_mem_bytes(conf->window, conf->max_elems);
+	x->mem = tally_job_mem(conf->window, conf->max_elems, conf->world,
+		conf->auth);
 	job->ext = x;
 	return job;
 }
@@ -209,7 +210,8 @@ tally_dp_job_check(const struct tally_dp *dp,
 	const struct tally_job_conf *c, unsigned int encs, char *why,
 	size_t wlen)
 {
-	uint64_t mem = tally_job_mem_bytes(c->window, c->max_elems);
+	uint64_t mem = tally_job_mem(c->window, c->max_elems, c->world,
+		c->auth);
 	size_t udp, room = mbuf_udp_room(dp);
 	unsigned int worst = 0, best;
 
@@ -267,7 +269,8 @@ static int
 room_for(const struct tally_dp *dp, const struct tally_job_conf *c,
 	char *why, size_t wlen)
 {
-	uint64_t mem = tally_job_mem_bytes(c->window, c->max_elems);
+	uint64_t mem = tally_job_mem(c->window, c->max_elems, c->world,
+		c->auth);
 
 	if (find(dp, c->id) >= 0)
 		return fail(EEXIST, why, wlen, "job %u exists", c->id);

@@ -39,7 +39,7 @@ extern "C" {
  * authenticated job's raw keys), its counter rows and result headers
  * (checked against the real structs in dataplane/dp/jobs.c). An
  * authenticated job also holds 1 KiB of expanded keys per member and one
- * more (TALLY_JOB_AUTH_BYTES), charged where its mode is known. */
+ * more (TALLY_JOB_AUTH_BYTES): tally_job_mem() counts both. */
 #define TALLY_JOB_FIXED_BYTES	12288
 #define TALLY_JOB_AUTH_BYTES(world)	((2u * (world) + 1u) * 1024u)
 
@@ -62,6 +62,15 @@ tally_job_mem_bytes(unsigned int window, unsigned int max_elems)
 
 	return (uint64_t)window * 2 * (TALLY_JOB_SET_BYTES + stride * 4) +
 		TALLY_JOB_FIXED_BYTES;
+}
+
+/* The same, with an authenticated job's expanded keys when auth. */
+static inline uint64_t
+tally_job_mem(unsigned int window, unsigned int max_elems, unsigned int world,
+	int auth)
+{
+	return tally_job_mem_bytes(window, max_elems) +
+		(auth ? TALLY_JOB_AUTH_BYTES(world) : 0);
 }
 
 /*

@@ -6,8 +6,9 @@
  * 8192), a job whose packets exceed the MTU for its codec (fixp at 1400
  * with 336 elements, q8 widened at 1500 with 1024), and jobs that with
  * tallyd's others exceed the budget are refused with errno and
- * sentence; the same q8 job narrow, and fixp at the exact fit, pass; a
- * job_add carries the codec's encodings.
+ * sentence; the same q8 job narrow, and fixp at the exact fit, pass; an
+ * authenticated job's keys count against the per-job cap; a job_add
+ * carries the codec's encodings.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,6 +152,34 @@ over_budget(void **state)
 	d.jobs = NULL;
 }
 
+/*
+ * An authenticated job also holds its members' expanded keys: a job that
+ * fits the per-job cap plain does not with them.
+ */
+static void
+auth_keys_count(void **state)
+{
+	uint64_t slots = tally_job_mem_bytes(16000, 2000);
+	struct tallyd_job j = job("k", 16000, 2000, "fixp", false);
+	char why[256] = "";
+	json_t *r;
+
+	(void)state;
+	j.world = 64;
+	assert_int_equal(tally_job_mem(16000, 2000, 64, 1),
+		slots + 129 * 1024);
+	r = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I}", "errno", 0, "mtu", 9000,
+		"max_jobs", 256, "mem_budget", (json_int_t)1 << 30, "mem_used",
+		(json_int_t)0, "max_job_mem", (json_int_t)(slots + 64 * 1024));
+	tallyd_limits_from_ping(&d, r);
+	json_decref(r);
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		0);
+	j.auth = true;
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		-E2BIG);
+}
+
 static void
 job_add_encodings(void **state)
 {
@@ -181,6 +210,7 @@ main(void)
 		cmocka_unit_test(too_much_memory),
 		cmocka_unit_test(packets_over_mtu),
 		cmocka_unit_test(over_budget),
+		cmocka_unit_test(auth_keys_count),
 		cmocka_unit_test(job_add_encodings),
 	};
 
