@@ -14,12 +14,14 @@ P1=tbt$$
 P2=tbu$$
 P3=tbv$$
 P4=tbx$$
-ALL="$P1 $P2 $P3 $P4"
+P5=tby$$
+P6=tbz$$
+ALL="$P1 $P2 $P3 $P4 $P5 $P6"
 WORK=$(mktemp -d /tmp/tally-testbed-test.XXXXXX)
 BG=
 ntap=0
 nfail=0
-PLAN=26
+PLAN=31
 
 # skip WHY: reports the whole test as skipped.
 skip() {
@@ -172,6 +174,69 @@ down_twice() {
 	"$TB" down --prefix "$1" && "$TB" down --prefix "$1" && leftovers "$1"
 }
 
+# host_holder: prints the links holding 10.77.0.254 (--host's address).
+host_holder() {
+	ip -o -4 addr show to 10.77.0.254/32 | awk '{ print $2 }'
+}
+
+# stale_host P Q: a --host testbed P whose owner has exited (what a killed
+# test or session leaves) is removed, with a note, by the next --host up
+# (Q), which then holds the address alone.
+stale_host() {
+	local p=$1 q=$2 err=$WORK/stale.err
+	# up's owner is its caller: this short-lived shell.
+	bash -c "'$TB' up -n 1 --host --prefix '$p' >/dev/null"
+	[ "$(host_holder)" = "$p-br" ] || { echo "no leftover to test with"; return 1; }
+	"$TB" up -n 1 --host --prefix "$q" >/dev/null 2>"$err" || { cat "$err"; return 1; }
+	cat "$err"
+	grep -q "removing leftover testbed '$p'" "$err" && leftovers "$p" &&
+		[ "$(host_holder)" = "$q-br" ]
+}
+
+# legacy_host P Q: the same for a leftover whose env file names no owner
+# (made before owners were recorded).
+legacy_host() {
+	local p=$1 q=$2 err=$WORK/legacy.err
+	"$TB" down --prefix "$q" && "$TB" up -n 1 --host --prefix "$p" >/dev/null &&
+		sed -i '/^TESTBED_OWNER/d' "/run/tally-testbed-$p.env" || return 1
+	if ! "$TB" up -n 1 --host --prefix "$q" >/dev/null 2>"$err"; then
+		cat "$err"
+		return 1
+	fi
+	cat "$err"
+	grep -q "removing leftover testbed '$p'" "$err" && leftovers "$p" &&
+		[ "$(host_holder)" = "$q-br" ]
+}
+
+# live_host P Q: while P's owner (this test) runs, a second --host up (Q)
+# fails with a sentence naming P, leaves P as it was and nothing of Q.
+live_host() {
+	local p=$1 q=$2 err=$WORK/live.err rc=0
+	"$TB" up -n 1 --host --prefix "$q" >/dev/null 2>"$err" || rc=$?
+	cat "$err"
+	[ "$rc" -eq 1 ] && grep -q "held by testbed '$p'" "$err" &&
+		leftovers "$q" && [ "$(host_holder)" = "$p-br" ] && pings "$p-w1" 10.77.0.254
+}
+
+# none_left P Q: P down, and nothing left of P and Q.
+none_left() {
+	"$TB" down --prefix "$1" && leftovers "$1" && leftovers "$2"
+}
+
+# not_testbed_host P: an address on a link that is not a testbed's bridge
+# is never removed: up --host refuses, naming the link.
+not_testbed_host() {
+	local p=$1 err=$WORK/other.err rc=0 dummy=tbdummy$$
+	# A veth (this kernel may have no dummy links).
+	ip link add "$dummy" type veth peer name "${dummy}p" &&
+		ip addr add 10.77.0.254/24 dev "$dummy" || return 1
+	"$TB" up -n 1 --host --prefix "$p" >/dev/null 2>"$err" || rc=$?
+	ip link del "$dummy"
+	cat "$err"
+	[ "$rc" -eq 1 ] && grep -q "already on $dummy, which is not a testbed" "$err" &&
+		leftovers "$p"
+}
+
 # run_false P: `run -- false` exits 1 and leaves nothing.
 run_false() {
 	exits_with 1 "$TB" run -n 1 --prefix "$1" -- false && leftovers "$1"
@@ -261,6 +326,11 @@ check "run: SIGINT -> 130, torn down" signal_run INT 130 "$P3"
 check "run: SIGTERM -> 143, torn down" signal_run TERM 143 "$P3"
 check "up failing half-way removes what it made" up_fails_clean "$P4"
 check "bad flags: usage on stderr, exit 2" bad_flags
+check "a leftover --host testbed (owner gone) is removed by the next --host up" stale_host "$P5" "$P6"
+check "so is one whose env file names no owner" legacy_host "$P5" "$P6"
+check "a live --host testbed: a second --host up fails, naming it" live_host "$P6" "$P5"
+check "nothing left of these" none_left "$P6" "$P5"
+check "an address on a link of someone else's: up --host refuses" not_testbed_host "$P5"
 
 [ "$ntap" -eq "$PLAN" ] || { echo "# ran $ntap checks, planned $PLAN"; exit 1; }
 [ "$nfail" -eq 0 ]
