@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +131,6 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	ctx->rto_us = o->rto_us != 0 ? o->rto_us : DEFAULT_RTO_US;
 	if (ctx->rto_us > TALLY_RTO_MAX_US)
 		ctx->rto_us = TALLY_RTO_MAX_US;
-	ctx->rto_min_us = ctx->rto_us;
 	ctx->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms :
 		DEFAULT_TIMEOUT_MS;
 	return 0;
@@ -182,12 +182,18 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	rc = check_opts(o, &uc, ctx);
 	if (rc != 0)
 		goto err_free;
+	/* The back-off's spread: a seed of its own per rank and context. */
+	tally_retx_init(&ctx->retx, ctx->rto_us, tally_lib_now_ns() ^
+		((uint64_t)ctx->rank << 56) ^ (uint64_t)(uintptr_t)ctx);
 	if (o->auth != NULL && (rc = tally_lib_ctx_keys(ctx, o->auth)) != 0)
 		goto err_free;
 	ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
+	ctx->units = calloc(ctx->window, sizeof(*ctx->units));
+	ctx->due = calloc(ctx->window, sizeof(*ctx->due));
 	ctx->rx_room = TALLY_HDR_LEN + 4u * ctx->elems + TALLY_TAG_LEN;
 	ctx->rxbuf = malloc((size_t)TALLY_TP_BURST * ctx->rx_room);
-	if (ctx->slots == NULL || ctx->rxbuf == NULL) {
+	if (ctx->slots == NULL || ctx->rxbuf == NULL || ctx->units == NULL ||
+			ctx->due == NULL) {
 		rc = tally_ctx_open_fail(-ENOMEM, "out of memory");
 		goto err_free;
 	}
@@ -203,6 +209,8 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 err_free:
 	free_keys(ctx);
 	free(ctx->rxbuf);
+	free(ctx->due);
+	free(ctx->units);
 	free(ctx->slots);
 	free(ctx);
 	return rc;
@@ -219,6 +227,8 @@ tally_ctx_close(struct tally_ctx *ctx)
 	free(ctx->stage);
 	free_keys(ctx);
 	free(ctx->rxbuf);
+	free(ctx->due);
+	free(ctx->units);
 	free(ctx->slots);
 	free(ctx);
 }
@@ -238,6 +248,12 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		memset(st, 0, sizeof(*st));
 	else
 		*st = ctx->st;
+	if (ctx != NULL) {
+		st->spurious = ctx->retx.st.spurious;
+		st->rack = ctx->retx.st.rack;
+		st->probes = ctx->retx.st.probes;
+		st->timeouts = ctx->retx.st.timeouts;
+	}
 }
 
 void

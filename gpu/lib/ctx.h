@@ -17,6 +17,7 @@
 #include <tally/proto.h>
 #include <tally/tally.h>
 
+#include "retx.h"
 #include "transport/transport.h"
 
 struct tally_round;
@@ -25,7 +26,6 @@ struct tally_round;
 
 /* Where each of an authenticated context's keys is, in ctx->mac. */
 enum { TALLY_CTX_KEY_UP, TALLY_CTX_KEY_DOWN, TALLY_CTX_KEY_RESULT };
-#define TALLY_RTO_MAX_US	200000u	/* retransmission timeout cap */
 
 /*
  * One aggregation slot as this worker uses it. round is the slot's next
@@ -36,11 +36,9 @@ enum { TALLY_CTX_KEY_UP, TALLY_CTX_KEY_DOWN, TALLY_CTX_KEY_RESULT };
  */
 struct tally_slot {
 	uint64_t round;		/* the round in flight, or the next one */
-	uint64_t sent_ns;	/* when the chunk first went out */
-	uint64_t deadline_ns;	/* retransmit when passed */
 	uint32_t chunk;		/* chunk index within the running round */
-	uint32_t rto_us;	/* current timeout of that chunk */
 	uint8_t busy;		/* a chunk is outstanding */
+	uint8_t retx;		/* it went again (flag RETX set) */
 	uint8_t hdr[TALLY_HDR_LEN]; /* the chunk's header, wire order */
 	uint8_t tag[TALLY_TAG_LEN]; /* its tag (an authenticated job) */
 };
@@ -56,12 +54,10 @@ struct tally_ctx {
 	uint16_t elems;
 	uint8_t narrow;			/* the job's results keep their width */
 	struct tally_codec codec;	/* the job's, for tally_allreduce() */
-	unsigned int rto_min_us;	/* opts' rto_us: first and floor */
-	unsigned int rto_us;		/* timeout of a fresh chunk */
-	uint32_t srtt_us;		/* smoothed round trip, 0: none yet */
-	uint32_t rttvar_us;		/* its mean deviation */
-	uint64_t jitter;		/* xorshift state of the back-off's
-					 * random spread */
+	unsigned int rto_us;		/* opts' rto_us: first and floor */
+	struct tally_retx retx;		/* the timer and loss detection */
+	struct tally_retx_unit *units;	/* [window]: retx's lanes */
+	uint32_t *due;			/* [window]: lanes going again */
 	unsigned int timeout_ms;
 	struct tally_slot *slots;	/* [window] */
 	uint8_t *rxbuf;			/* TALLY_TP_BURST x rx_room bytes */
@@ -195,26 +191,11 @@ struct tally_round {
 };
 
 /*
- * The retransmission timer every round shares (window.c), for the
- * sparse streams too:
- * - tally_lib_rtt_sample(): a round trip of a packet sent once (Karn),
- *   in ns: RFC 6298's estimator, which sets ctx->rto_us, the timeout of
- *   fresh packets (at least 2 srtt: a round waits for its slowest
- *   member; never below the configured rto_us);
- * - tally_lib_back_off(): a packet's timeout rto_us doubled (capped),
- *   which fresh packets keep too until the next sample (Karn);
- * - tally_lib_retx_deadline(): when a retransmitted packet is due again.
+ * Starts the call's retransmission state over n lanes (retx.h) and
+ * returns the clock's now, in ns; tally_lib_now_ns() reads it.
  */
-void tally_lib_rtt_sample(struct tally_ctx *ctx, uint64_t rtt_ns);
-uint32_t tally_lib_back_off(struct tally_ctx *ctx, uint32_t rto_us);
-/*
- * When a packet that just went again with timeout rto_us (backed off) is
- * due once more: now + rto_us, plus a random part of up to half of it, so
- * that packets lost together (an overflowing queue) do not go again
- * together, and overflow it again.
- */
-uint64_t tally_lib_retx_deadline(struct tally_ctx *ctx, uint64_t now_ns,
-	uint32_t rto_us);
+uint64_t tally_lib_retx_begin(struct tally_ctx *ctx, uint32_t n);
+uint64_t tally_lib_now_ns(void);
 
 /*
  * Makes ctx (plain so far, no allreduce run yet) an authenticated job's
@@ -249,6 +230,15 @@ int tally_lib_authentic(struct tally_ctx *ctx, const struct tally_hdr *h,
  * replayed), a duplicate otherwise.
  */
 void tally_lib_unmatched(struct tally_ctx *ctx, const struct tally_hdr *h);
+
+/*
+ * As tally_lib_unmatched(), and first: when h is the dataplane's answer
+ * (flag RETX) to a retransmission of the slot's previous round, the one
+ * it took last, tells retx.c, which
+ * counts that retransmission spurious when the round's own result had
+ * come (tally_retx_late_dup()).
+ */
+void tally_lib_late_result(struct tally_ctx *ctx, const struct tally_hdr *h);
 
 /*
  * Runs r: sends chunk c of ctx->elems elements (the last one shorter) to

@@ -26,8 +26,11 @@
  * One packet is outstanding per stream; a lost contribution or result is
  * recovered by retransmission (flag RETX), the aggregator answering a
  * counted member with the stored result, as for dense rounds. The
- * streams share the dense rounds' timer (window.c): timeouts follow the
- * round trips of packets sent once and back off on a retransmission.
+ * streams are retx.c's lanes as the dense slots are, with the same
+ * timer: loss inferred from later answers (RACK), the RFC 6298 timer as
+ * the last resort; what arrived is read before anything is judged
+ * overdue. The tail probe stays off: a stream learns that it is at its
+ * end only from its last result.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -53,9 +56,6 @@ struct stream {
 	uint32_t offset;	/* element offset of the round in flight */
 	uint8_t busy;		/* a round is in flight */
 	uint8_t done;
-	uint32_t rto_us;
-	uint64_t sent_ns;	/* when the round's packet first went */
-	uint64_t deadline_ns;
 	const void *payload;	/* of the packet in flight; NULL: none */
 	uint32_t plen;
 	uint8_t hdr[TALLY_HDR_LEN];
@@ -80,15 +80,6 @@ struct srun {
 	uint8_t (*bundle)[TALLY_BUNDLE_MAX * (TALLY_HDR_LEN + TALLY_TAG_LEN)];
 	size_t stride;		/* bytes a bundled header takes */
 };
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void
 flush(struct srun *run)
@@ -208,34 +199,26 @@ contribute(struct srun *run, uint16_t s, uint32_t blk, uint64_t now)
 	st->payload = count > 0 ? run->q + off : NULL;
 	st->plen = count * 4;
 	st->busy = 1;
-	st->rto_us = ctx->rto_us;
-	st->sent_ns = now;
-	st->deadline_ns = now + (uint64_t)st->rto_us * 1000;
+	tally_retx_sent(&ctx->retx, s, now);
 	queue(run, s);
 }
 
 /*
- * Resends the packets whose deadline passed, each backing off (with the
- * random spread of tally_lib_retx_deadline(): streams lost in one burst
- * go again spread out, not in one burst again).
+ * Resends what retx.c finds lost or overdue at now (call it only with
+ * every arrived result taken), flushing at once.
  */
 static void
 retransmit(struct srun *run, uint64_t now)
 {
 	struct tally_ctx *ctx = run->ctx;
+	unsigned int k = tally_retx_poll(&ctx->retx, now, ctx->due, run->w);
 
-	for (uint32_t s = 0; s < run->w; s++) {
-		struct stream *st = &run->st[s];
-
-		if (!st->busy || st->deadline_ns > now)
-			continue;
-		st->rto_us = tally_lib_back_off(ctx, st->rto_us);
-		st->deadline_ns = tally_lib_retx_deadline(ctx, now,
-			st->rto_us);
-		st->hdr[4] |= TALLY_F_RETX;
+	for (unsigned int i = 0; i < k; i++) {
+		run->st[ctx->due[i]].hdr[4] |= TALLY_F_RETX;
 		ctx->st.retransmits++;
-		queue(run, (uint16_t)s);
+		queue(run, (uint16_t)ctx->due[i]);
 	}
+	flush(run);
 }
 
 /* Handles one received packet (borrowed). */
@@ -273,7 +256,7 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 			len != tally_pkt_len(TALLY_ENC_I32, h.count,
 				ctx->mac != NULL) ||
 			(h.count > 0 && ((size_t)h.offset + h.count > run->n))) {
-		tally_lib_unmatched(ctx, &h);
+		tally_lib_late_result(ctx, &h);
 		return;
 	}
 	/* The round is done: its sums (if any rank had the block), then on. */
@@ -281,8 +264,8 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		tally_fixp_decode((const int32_t *)(const void *)(buf +
 			TALLY_HDR_LEN), run->buf + h.offset, h.count, run->e);
 	st->busy = 0;
-	if (!(st->hdr[4] & TALLY_F_RETX))
-		tally_lib_rtt_sample(ctx, now - st->sent_ns);
+	(void)tally_retx_answered(&ctx->retx, h.slot, now,
+		(h.flags & TALLY_F_RETX) != 0);
 	ctx->slots[h.slot].round++;
 	ctx->st.results++;
 	run->progress_ns = now;
@@ -301,7 +284,9 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	contribute(run, h.slot, h.next_block, now);
 }
 
-static void
+/* As window.c's: waits until until at most, takes a burst, says how
+ * many came. */
+static int
 receive(struct srun *run, uint64_t now, uint64_t until)
 {
 	struct tally_ctx *ctx = run->ctx;
@@ -321,12 +306,15 @@ receive(struct srun *run, uint64_t now, uint64_t until)
 	if (rc < 0) {
 		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
 			ctx->tp->name, strerror(-rc));
-		return;
+		return 0;
 	}
-	now = now_ns();
+	now = tally_lib_now_ns();
+	if (wait_ns > 0)
+		tally_retx_woke(&ctx->retx, until, now);
 	for (i = 0; i < rc && run->err == 0; i++)
 		if (rx[i].len > 0)
 			take(run, rx[i].buf, rx[i].len, now);
+	return rc;
 }
 
 /*
@@ -338,7 +326,7 @@ run_streams(struct srun *run, const float *first)
 {
 	struct tally_ctx *ctx = run->ctx;
 	uint64_t timeout_ns = (uint64_t)ctx->timeout_ms * 1000000u;
-	uint64_t now = now_ns();
+	uint64_t now = tally_lib_retx_begin(ctx, run->w);
 
 	run->progress_ns = now;
 	for (uint32_t s = 0; s < run->w && run->err == 0; s++) {
@@ -351,20 +339,26 @@ run_streams(struct srun *run, const float *first)
 	}
 	flush(run);
 	while (run->left > 0 && run->err == 0) {
-		uint64_t next = UINT64_MAX, until = run->progress_ns + timeout_ns;
+		uint64_t next = tally_retx_next(&ctx->retx);
+		uint64_t until = run->progress_ns + timeout_ns;
 
-		now = now_ns();
-		retransmit(run, now);
-		flush(run);
+		now = tally_lib_now_ns();
 		if (now >= until)
 			return tally_ctx_fail(ctx, -ETIMEDOUT, "no sparse result "
 				"from the dataplane for %u ms (%u of %u streams "
 				"done): a member is missing, or its packets are "
 				"dropped", ctx->timeout_ms, run->w - run->left,
 				run->w);
-		for (uint32_t s = 0; s < run->w; s++)
-			if (run->st[s].busy && run->st[s].deadline_ns < next)
-				next = run->st[s].deadline_ns;
+		if (now >= next) {
+			/* Read first: what arrived is not overdue. */
+			for (int i = 0; i < 64 && run->err == 0; i++)
+				if (receive(run, 0, 0) <= 0)
+					break;
+			flush(run);
+			if (run->left > 0 && run->err == 0)
+				retransmit(run, tally_lib_now_ns());
+			continue;
+		}
 		receive(run, now, next < until ? next : until);
 		flush(run);
 	}

@@ -12,20 +12,16 @@
  * slot's sequence (docs/protocol.md, "Rounds"); a result or NACK of
  * another round than the one in flight is not this chunk's.
  *
- * Every outstanding chunk has a deadline; when it passes, the chunk goes
- * again flagged RETX and its timeout doubles, up to TALLY_RTO_MAX_US, with
- * up to half of it again at random, so that chunks lost together do not
- * all go again together.
- * While nothing at all comes back, only the lowest expired chunk goes
- * again each time, as a probe (see retransmit()).
- *
- * A fresh chunk's timeout follows the measured round trip as TCP's does
- * (RFC 6298 from chunks sent once; at least 2 srtt, see
- * tally_lib_rtt_sample()),
- * never below the configured rto_us, and keeps a retransmission's
- * back-off until a chunk sent once comes back (Karn). On a slow or loaded
- * path a full window takes longer than a fixed 2 ms to come back, and
- * retransmitting all of it would only add load.
+ * Loss recovery is retx.c's: a chunk goes again (flag RETX) when a
+ * chunk sent after it has been answered and its own answer is overdue
+ * (RACK), as a tail probe when the call has nothing fresh left to send
+ * and nothing comes back, or when its timer (RFC 6298, backed off)
+ * expires. Whatever has arrived is read before anything is judged
+ * overdue: a worker that was descheduled finds the results waiting in
+ * its socket, not expired chunks. Retransmissions are queued and flushed
+ * at once, with no receive in between: a retransmission's payload is
+ * the caller's buffer, which an arriving result of the same chunk would
+ * overwrite when results go in place.
  *
  * The round fails when no result at all arrived for ctx->timeout_ms, or
  * when the dataplane NACKs an outstanding chunk.
@@ -35,6 +31,8 @@
 #include <time.h>
 
 #include "ctx.h"
+
+#define DRAIN_BURSTS	64	/* most bursts read before a retransmission */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "payloads are sent from and received into the caller's buffers \
@@ -49,15 +47,15 @@ struct run {
 	uint32_t done;			/* chunks whose result arrived */
 	uint8_t res_type;		/* the result we wait for */
 	uint8_t res_enc;
-	uint64_t scan_ns;		/* look for expired deadlines then */
+	uint32_t started;		/* chunks sent at least once */
 	uint64_t progress_ns;		/* when the last result arrived */
 	int err;			/* first error, with ctx->err set */
 	unsigned int ntx;
 	struct tally_tx_pkt tx[TALLY_TP_BURST];
 };
 
-static uint64_t
-now_ns(void)
+uint64_t
+tally_lib_now_ns(void)
 {
 	struct timespec ts;
 
@@ -158,122 +156,45 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		tally_lib_sign(ctx, slot->hdr, (const uint8_t *)run->r->src +
 			tally_enc_payload_len(run->r->enc, h.offset),
 			tally_enc_payload_len(run->r->enc, h.count), slot->tag);
-	slot->sent_ns = now;
 	slot->chunk = c;
 	slot->busy = 1;
-	slot->rto_us = ctx->rto_us;
-	slot->deadline_ns = now + (uint64_t)slot->rto_us * 1000;
-	if (slot->deadline_ns < run->scan_ns)
-		run->scan_ns = slot->deadline_ns;
+	slot->retx = 0;
+	tally_retx_sent(&ctx->retx, s, now);
+	if (++run->started == run->nchunks)
+		ctx->retx.tail = 1;	/* nothing fresh left: probes */
 	queue(run, s);
 }
 
-uint32_t
-tally_lib_back_off(struct tally_ctx *ctx, uint32_t rto_us)
-{
-	rto_us = rto_us * 2 > TALLY_RTO_MAX_US ? TALLY_RTO_MAX_US : rto_us * 2;
-	/* Karn: fresh chunks keep the backed-off timeout until a chunk
-	 * sent once gives a sample. */
-	if (rto_us > ctx->rto_us)
-		ctx->rto_us = rto_us;
-	return rto_us;
-}
-
 uint64_t
-tally_lib_retx_deadline(struct tally_ctx *ctx, uint64_t now_ns,
-	uint32_t rto_us)
+tally_lib_retx_begin(struct tally_ctx *ctx, uint32_t n)
 {
-	uint64_t x = ctx->jitter, span = (uint64_t)rto_us * 500;
+	uint64_t now = tally_lib_now_ns();
 
-	if (x == 0)	/* a seed of its own per rank and context */
-		x = (now_ns ^ ((uint64_t)ctx->rank << 56) ^
-			(uint64_t)(uintptr_t)ctx) | 1;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	ctx->jitter = x;
-	return now_ns + (uint64_t)rto_us * 1000 + (span > 0 ? x % span : 0);
-}
-
-/* Doubles the timeout of the chunk on slot (capped) from now on. */
-static void
-back_off(struct tally_ctx *ctx, struct tally_slot *slot, uint64_t now)
-{
-	slot->rto_us = tally_lib_back_off(ctx, slot->rto_us);
-	slot->deadline_ns = tally_lib_retx_deadline(ctx, now, slot->rto_us);
+	tally_retx_begin(&ctx->retx, ctx->units, n, now);
+	return now;
 }
 
 /*
- * Deals with the chunks whose deadline passed: each backs off (its
- * timeout doubles) and goes again flagged RETX, unless nothing at all has
- * come back for half a fresh timeout. Then the whole window is stuck,
- * which is a member that has not sent yet (started late, descheduled) far
- * more often than a loss of every chunk at once, so only the lowest of
- * the expired chunks goes again, as a probe (TCP sends one segment on a
- * timeout for the same reason). Sets the next scan to the earliest
- * deadline left.
+ * Sends again what retx.c finds lost or overdue at now (call it only
+ * with every arrived result taken), flushing at once: see the head of
+ * this file for why nothing may be received in between.
  */
 static void
 retransmit(struct run *run, uint64_t now)
 {
 	struct tally_ctx *ctx = run->ctx;
-	int stuck = now - run->progress_ns >= (uint64_t)ctx->rto_us * 500;
-	uint64_t next = UINT64_MAX;
-	uint32_t probe = UINT32_MAX;
-	uint16_t s;
+	unsigned int k = tally_retx_poll(&ctx->retx, now, ctx->due,
+		ctx->window);
 
-	for (s = 0; stuck && s < ctx->window; s++) {
-		const struct tally_slot *slot = &ctx->slots[s];
+	for (unsigned int i = 0; i < k; i++) {
+		struct tally_slot *slot = &ctx->slots[ctx->due[i]];
 
-		if (slot->busy && slot->deadline_ns <= now &&
-				slot->chunk < probe)
-			probe = slot->chunk;
+		slot->hdr[4] |= TALLY_F_RETX;
+		slot->retx = 1;
+		ctx->st.retransmits++;
+		queue(run, (uint16_t)ctx->due[i]);
 	}
-	for (s = 0; s < ctx->window; s++) {
-		struct tally_slot *slot = &ctx->slots[s];
-
-		if (!slot->busy)
-			continue;
-		if (slot->deadline_ns <= now) {
-			back_off(ctx, slot, now);
-			if (!stuck || slot->chunk == probe) {
-				slot->hdr[4] |= TALLY_F_RETX;
-				ctx->st.retransmits++;
-				queue(run, s);
-			}
-		}
-		if (slot->deadline_ns < next)
-			next = slot->deadline_ns;
-	}
-	run->scan_ns = next;
-}
-
-void
-tally_lib_rtt_sample(struct tally_ctx *ctx, uint64_t rtt_ns)
-{
-	uint32_t r = rtt_ns / 1000 > TALLY_RTO_MAX_US ? TALLY_RTO_MAX_US :
-		(uint32_t)(rtt_ns / 1000);
-	uint32_t dev, rto;
-
-	if (ctx->srtt_us == 0) {
-		ctx->srtt_us = r > 0 ? r : 1;
-		ctx->rttvar_us = r / 2;
-	} else {
-		dev = r > ctx->srtt_us ? r - ctx->srtt_us : ctx->srtt_us - r;
-		ctx->rttvar_us = (3 * ctx->rttvar_us + dev) / 4;
-		ctx->srtt_us = (7 * ctx->srtt_us + r) / 8;
-	}
-	/*
-	 * RFC 6298's srtt + 4 rttvar, but at least 2 srtt: a chunk's round
-	 * trip includes waiting for the slowest member, whose lag swings
-	 * more than rttvar follows; this halved spurious retransmissions on
-	 * a loaded host without slowing recovery from loss.
-	 */
-	dev = 4 * ctx->rttvar_us > ctx->srtt_us ? 4 * ctx->rttvar_us :
-		ctx->srtt_us;
-	rto = ctx->srtt_us + dev;
-	rto = rto < ctx->rto_min_us ? ctx->rto_min_us : rto;
-	ctx->rto_us = rto > TALLY_RTO_MAX_US ? TALLY_RTO_MAX_US : rto;
+	flush(run);
 }
 
 /* Whether h (a result or NACK) names the chunk outstanding on its slot. */
@@ -313,6 +234,18 @@ tally_lib_authentic(struct tally_ctx *ctx, const struct tally_hdr *h,
 		return 1;
 	ctx->st.forged++;
 	return 0;
+}
+
+void
+tally_lib_late_result(struct tally_ctx *ctx, const struct tally_hdr *h)
+{
+	/* The dataplane's answer (RETX) to a retransmission of the chunk
+	 * just done on the slot: needless when the round's result came. */
+	if ((h->flags & TALLY_F_RETX) && h->slot < ctx->window &&
+			h->slot < ctx->retx.n && h->round + 1 ==
+			ctx->slots[h->slot].round)
+		(void)tally_retx_late_dup(&ctx->retx, h->slot);
+	tally_lib_unmatched(ctx, h);
 }
 
 void
@@ -382,7 +315,7 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	if (h.type != run->res_type || h.enc != run->res_enc ||
 			h.scale_exp != run->r->scale_exp ||
 			!is_outstanding(run, &h)) {
-		tally_lib_unmatched(ctx, &h);
+		tally_lib_late_result(ctx, &h);
 		return;
 	}
 	if (len != tally_pkt_len(h.enc, h.count, ctx->mac != NULL)) {
@@ -395,8 +328,8 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	if (run->r->decode != NULL)
 		run->r->decode(run->r, h.offset, h.count);
 	slot = &ctx->slots[h.slot];
-	if (!(slot->hdr[4] & TALLY_F_RETX))
-		tally_lib_rtt_sample(ctx, now - slot->sent_ns);
+	(void)tally_retx_answered(&ctx->retx, h.slot, now,
+		(h.flags & TALLY_F_RETX) != 0);
 	slot->busy = 0;
 	slot->round++;
 	ctx->st.results++;
@@ -407,8 +340,11 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		start_chunk(run, h.slot, next, now);
 }
 
-/* Waits for and takes one burst of packets. */
-static void
+/*
+ * Waits until until at most (not at all when it is now or past) for one
+ * burst of packets and takes them. Returns how many came.
+ */
+static int
 receive(struct run *run, uint64_t now, uint64_t until)
 {
 	struct tally_ctx *ctx = run->ctx;
@@ -428,12 +364,26 @@ receive(struct run *run, uint64_t now, uint64_t until)
 	if (rc < 0) {
 		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
 			ctx->tp->name, strerror(-rc));
-		return;
+		return 0;
 	}
-	now = now_ns();
+	now = tally_lib_now_ns();
+	if (wait_ns > 0)	/* slept: how late did it wake? */
+		tally_retx_woke(&ctx->retx, until, now);
 	for (i = 0; i < rc && run->err == 0; i++)
 		if (rx[i].len > 0)
 			take(run, rx[i].buf, rx[i].len, now);
+	return rc;
+}
+
+/* Takes every packet already there, without waiting (a bounded number
+ * of bursts: a flood of them is progress anyway). */
+static void
+drain(struct run *run)
+{
+	for (int i = 0; i < DRAIN_BURSTS && run->err == 0; i++)
+		if (receive(run, 0, 0) <= 0)
+			break;
+	flush(run);
 }
 
 int
@@ -448,9 +398,8 @@ tally_window_run(struct tally_ctx *ctx, const struct tally_round *r)
 			TALLY_PT_SUM_RESULT,
 		.res_enc = (uint8_t)(r->type == TALLY_PT_MAX ? r->enc :
 			tally_enc_result(r->enc, ctx->narrow)),
-		.scan_ns = UINT64_MAX,
 	};
-	uint64_t now = now_ns();
+	uint64_t now = tally_lib_retx_begin(ctx, ctx->window);
 	uint32_t c;
 
 	run.progress_ns = now;
@@ -459,19 +408,23 @@ tally_window_run(struct tally_ctx *ctx, const struct tally_round *r)
 	flush(&run);
 	while (run.done < run.nchunks && run.err == 0) {
 		uint64_t until = run.progress_ns + timeout_ns;
+		uint64_t next = tally_retx_next(&ctx->retx);
 
-		now = now_ns();
-		if (now >= run.scan_ns) {
-			retransmit(&run, now);
-			flush(&run);
-		}
+		now = tally_lib_now_ns();
 		if (now >= until)
 			return tally_ctx_fail(ctx, -ETIMEDOUT, "no result from "
 				"the dataplane for %u ms (%u of %u chunks "
 				"done): a member is missing, or its packets "
 				"are dropped (token, source address?)",
 				ctx->timeout_ms, run.done, run.nchunks);
-		receive(&run, now, run.scan_ns < until ? run.scan_ns : until);
+		if (now >= next) {
+			/* Read first: what arrived is not overdue. */
+			drain(&run);
+			if (run.done < run.nchunks && run.err == 0)
+				retransmit(&run, tally_lib_now_ns());
+			continue;
+		}
+		receive(&run, now, next < until ? next : until);
 		flush(&run);
 	}
 	return run.err;

@@ -308,6 +308,17 @@ struct tally_ctx_stats {
 	uint64_t forged;	/* results and NACKs dropped for a missing
 				 * or wrong tag (an authenticated job), or
 				 * for carrying one (a plain job) */
+	/* Why retransmits went, and how many were needless: */
+	uint64_t rack;		/* a later-sent chunk was answered first
+				 * (loss inferred, RACK) */
+	uint64_t probes;	/* tail probes: nothing came back at the
+				 * end of a call */
+	uint64_t timeouts;	/* the timer expired (the last resort) */
+	uint64_t spurious;	/* retransmissions found needless: the
+				 * original's result came back, sooner than
+				 * the retransmission could have, or the
+				 * dataplane answered it from a result this
+				 * worker already had */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

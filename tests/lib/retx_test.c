@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The retransmission deadline's random spread (tally_lib_retx_deadline()
- * in gpu/lib/window.c): a packet that went again with timeout T is due
+ * The retransmission deadline's random spread (tally_retx_deadline()
+ * in gpu/lib/retx.c): a packet that went again with timeout T is due
  * once more between T and 1.5 T from now, spread over that range, so
  * that packets lost together (an overflowing queue) do not all go again
  * at the same moment; two contexts (two ranks) draw differently.
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/ctx.h"
+#include "lib/retx.h"
 
 #define DRAWS	4096
 #define NOW	UINT64_C(1000000000000)
@@ -33,15 +33,14 @@ static void
 test_range_and_spread(void **state)
 {
 	static uint64_t d[DRAWS];
-	struct tally_ctx ctx;
+	struct tally_retx rx;
 	const uint32_t rto_us = 2000;
 	unsigned int i, distinct = 1, low = 0, high = 0;
 
 	(void)state;
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.rank = 3;
+	tally_retx_init(&rx, 2000, NOW ^ ((uint64_t)3 << 56));
 	for (i = 0; i < DRAWS; i++) {
-		d[i] = tally_lib_retx_deadline(&ctx, NOW, rto_us);
+		d[i] = tally_retx_deadline(&rx, NOW, rto_us);
 		assert_true(d[i] >= NOW + (uint64_t)rto_us * 1000);
 		assert_true(d[i] < NOW + (uint64_t)rto_us * 1500);
 		low += d[i] < NOW + (uint64_t)rto_us * 1100;
@@ -60,30 +59,29 @@ test_range_and_spread(void **state)
 static void
 test_zero_timeout(void **state)
 {
-	struct tally_ctx ctx;
+	struct tally_retx rx;
 
 	(void)state;
-	memset(&ctx, 0, sizeof(ctx));
-	assert_true(tally_lib_retx_deadline(&ctx, NOW, 0) == NOW);
-	assert_true(tally_lib_retx_deadline(&ctx, NOW, 1) >= NOW + 1000);
-	assert_true(tally_lib_retx_deadline(&ctx, NOW, 1) < NOW + 1500);
+	tally_retx_init(&rx, 2000, NOW);
+	assert_true(tally_retx_deadline(&rx, NOW, 0) == NOW);
+	assert_true(tally_retx_deadline(&rx, NOW, 1) >= NOW + 1000u);
+	assert_true(tally_retx_deadline(&rx, NOW, 1) < NOW + 1500u);
 }
 
-/* Two ranks' contexts, started at the same moment, draw differently. */
+/* Two ranks' contexts, started at the same moment, draw differently
+ * (ctx.c seeds with the time, the rank and the context's address). */
 static void
 test_ranks_differ(void **state)
 {
-	struct tally_ctx a, b;
+	struct tally_retx a, b;
 	unsigned int i, same = 0;
 
 	(void)state;
-	memset(&a, 0, sizeof(a));
-	memset(&b, 0, sizeof(b));
-	a.rank = 0;
-	b.rank = 1;
+	tally_retx_init(&a, 2000, NOW ^ ((uint64_t)0 << 56) ^ 0x1000);
+	tally_retx_init(&b, 2000, NOW ^ ((uint64_t)1 << 56) ^ 0x2000);
 	for (i = 0; i < 64; i++)
-		same += tally_lib_retx_deadline(&a, NOW, 200000) ==
-			tally_lib_retx_deadline(&b, NOW, 200000);
+		same += tally_retx_deadline(&a, NOW, 200000) ==
+			tally_retx_deadline(&b, NOW, 200000);
 	assert_true(same < 4);
 }
 
