@@ -1114,7 +1114,8 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 	}
 	printf("stats: packets_sent %llu, retransmits %llu, results %llu, "
 		"duplicates %llu, nacks %llu, bytes_sent %llu, "
-		"bytes_received %llu, bundled %llu, stale %llu, forged %llu\n",
+		"bytes_received %llu, bundled %llu, stale %llu, forged %llu, "
+		"rack %llu, probes %llu, timeouts %llu, spurious %llu\n",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1124,7 +1125,11 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->bytes_received,
 		(unsigned long long)s->bundled,
 		(unsigned long long)s->stale,
-		(unsigned long long)s->forged);
+		(unsigned long long)s->forged,
+		(unsigned long long)s->rack,
+		(unsigned long long)s->probes,
+		(unsigned long long)s->timeouts,
+		(unsigned long long)s->spurious);
 	if (o->have_scale && a->bound > 0.0)
 		printf("precision: scale 2^%d, worst error %.3g of max |x|, "
 			"bound %.3g\n", o->scale_exp, a->worst, a->bound);
@@ -1162,7 +1167,9 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 	printf(",\"stats\":{\"packets_sent\":%llu,\"retransmits\":%llu,"
 		"\"results\":%llu,\"duplicates\":%llu,\"nacks\":%llu,"
 		"\"bytes_sent\":%llu,\"bytes_received\":%llu,"
-		"\"bundled\":%llu,\"stale\":%llu,\"forged\":%llu},",
+		"\"bundled\":%llu,\"stale\":%llu,\"forged\":%llu,"
+		"\"rack\":%llu,\"probes\":%llu,\"timeouts\":%llu,"
+		"\"spurious\":%llu},",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1172,7 +1179,11 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->bytes_received,
 		(unsigned long long)s->bundled,
 		(unsigned long long)s->stale,
-		(unsigned long long)s->forged);
+		(unsigned long long)s->forged,
+		(unsigned long long)s->rack,
+		(unsigned long long)s->probes,
+		(unsigned long long)s->timeouts,
+		(unsigned long long)s->spurious);
 	if (o->have_scale && a->bound > 0.0)
 		printf("\"scale_exp\":%d,\"worst_error\":%.6g,"
 			"\"error_bound\":%.6g,", o->scale_exp, a->worst,
