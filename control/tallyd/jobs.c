@@ -17,7 +17,7 @@
 
 const char *const tallyd_ctr_names[] = {
 	"contributions", "elements", "bytes_in", "rounds", "results",
-	"bytes_out", "resent", "nacks", "drops",
+	"bytes_out", "resent", "nacks", "drops", "duplicates",
 };
 
 _Static_assert(sizeof(tallyd_ctr_names) / sizeof(tallyd_ctr_names[0]) ==

@@ -415,6 +415,9 @@ static const struct job_counter job_counters[] = {
 	{ "drops", "tally_job_drops_total",
 		"Packets naming the job refused without an answer: bad "
 		"token, rank or source." },
+	{ "duplicates", "tally_job_duplicates_total",
+		"Retransmissions to a round still open, dropped: the "
+		"member was already counted (needless)." },
 };
 
 #define NJOB_COUNTERS (sizeof(job_counters) / sizeof(job_counters[0]))

@@ -81,7 +81,7 @@ void tallyd_conf_dump(const struct tallyd_conf *c, FILE *f);
 /* Per-job counters, as tally-dp's job_list reports them. */
 struct tallyd_ctr {
 	uint64_t contributions, elements, bytes_in, rounds, results,
-		bytes_out, resent, nacks, drops;
+		bytes_out, resent, nacks, drops, duplicates;
 };
 
 #define TALLYD_NCTR (sizeof(struct tallyd_ctr) / sizeof(uint64_t))

@@ -74,6 +74,9 @@ struct tally_job_ctr {
 	uint64_t nacks;		/* refusals answered with a NACK */
 	uint64_t drops;		/* refusals once the job was known: token,
 				 * rank, source */
+	uint64_t duplicates;	/* retransmissions to a round still open,
+				 * dropped: the member was already counted,
+				 * so the retransmission was needless */
 } __attribute__((aligned(64)));
 
 /*

@@ -163,8 +163,8 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 /*
  * Counts verdict k on packet rx into the job's row c: what was accepted
  * (with its elements, read back from the wire header the engine decoded),
- * completed, answered from a stored result, NACKed or refused. Duplicates
- * of an open round (DROP with status OK) count nowhere here.
+ * completed, answered from a stored result, NACKed, refused or dropped
+ * as a duplicate of an open round (DROP with status OK).
  */
 static inline void
 count(struct tally_job_ctr *c, enum tally_verdict_kind k,
@@ -182,6 +182,7 @@ count(struct tally_job_ctr *c, enum tally_verdict_kind k,
 		c->nacks++;
 	} else {
 		c->drops += v->status != TALLY_ST_OK;
+		c->duplicates += v->status == TALLY_ST_OK;
 	}
 }
 

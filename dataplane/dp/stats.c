@@ -99,6 +99,7 @@ tally_dp_counters(const struct tally_dp *dp, int index,
 static const struct field job_fields[] = {
 	JOB(contributions), JOB(elements), JOB(bytes_in), JOB(rounds),
 	JOB(results), JOB(bytes_out), JOB(resent), JOB(nacks), JOB(drops),
+	JOB(duplicates),
 };
 
 #define NJOB_FIELDS (sizeof(job_fields) / sizeof(job_fields[0]))

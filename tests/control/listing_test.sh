@@ -57,7 +57,7 @@ path, count = sys.argv[1], int(sys.argv[2])
 big = 4611686018427387903
 ctr = {k: big - i for i, k in enumerate(
     ["contributions", "elements", "bytes_in", "rounds", "results",
-     "bytes_out", "resent", "nacks", "drops"])}
+     "bytes_out", "resent", "nacks", "drops", "duplicates"])}
 jobs = []
 for i in range(1, count + 1):
     j = {"name": ("job-%05d-" % i).ljust(63, "x"), "id": i, "world": 64,

@@ -204,7 +204,7 @@ job_del_counters(void **state)
 {
 	static const char *const names[] = {
 		"contributions", "elements", "bytes_in", "rounds", "results",
-		"bytes_out", "resent", "nacks", "drops",
+		"bytes_out", "resent", "nacks", "drops", "duplicates",
 	};
 	json_t *r, *c;
 
@@ -215,8 +215,8 @@ job_del_counters(void **state)
 	r = call("{\"cmd\":\"job_del\",\"id\":77}");
 	assert_int_equal(errno_of(r), 0);
 	c = json_object_get(r, "counters");
-	assert_int_equal(json_object_size(c), 9);
-	for (size_t i = 0; i < 9; i++)
+	assert_int_equal(json_object_size(c), 10);
+	for (size_t i = 0; i < 10; i++)
 		assert_int_equal(json_integer_value(json_object_get(c,
 			names[i])), 0);
 	json_decref(r);

@@ -45,7 +45,8 @@ static const char jobs_json[] =
 	"  \"epoch\": 2, \"created\": 1795000000, \"last_active\": 1795000123,"
 	"  \"counters\": {\"contributions\": 400, \"elements\": 102400,"
 	"   \"bytes_in\": 4096, \"rounds\": 100, \"results\": 400,"
-	"   \"bytes_out\": 8192, \"resent\": 3, \"nacks\": 1, \"drops\": 7}},"
+	"   \"bytes_out\": 8192, \"resent\": 3, \"nacks\": 1, \"drops\": 7,"
+	"   \"duplicates\": 11}},"
 	" {\"name\": \"bert.v2\", \"id\": 2, \"world\": 8, \"window\": 64,"
 	"  \"max_elems\": 256, \"narrow\": true, \"idle_timeout_s\": 60,"
 	"  \"state\": \"forming\", \"joined\": 3, \"epoch\": 0,"
@@ -170,6 +171,7 @@ full_stats(void **state)
 	has(text, "\ntally_job_resent_total{tally_job=\"resnet\"} 3\n");
 	has(text, "\ntally_job_nacks_total{tally_job=\"resnet\"} 1\n");
 	has(text, "\ntally_job_drops_total{tally_job=\"resnet\"} 7\n");
+	has(text, "\ntally_job_duplicates_total{tally_job=\"resnet\"} 11\n");
 	has(text, "\ntally_job_drops_total{tally_job=\"bert.v2\"} 0\n");
 	assert_int_equal(count_of(text, "bytes_in"), 0);
 
