@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""tally.torch: a PyTorch DDP communication hook that reduces gradients
+through tally::
+
+    ctx = tally.open(url, token, rank, world)
+    ddp.register_comm_hook(tally.torch.HookState(ctx),
+                           tally.torch.allreduce_hook)
+
+The hook hands each gradient bucket to one background thread and returns
+a torch.futures.Future at once, so the allreduce of bucket i (in libtally,
+with the GIL released) overlaps the backward pass that fills bucket i+1.
+The thread takes buckets in the order DDP hands them over, which is the
+same on every rank, so every rank issues the same sequence of allreduces.
+Like DDP's default hook it divides the bucket by the world size first,
+so the result is the average.
+
+For a codec with memory (error feedback, DGC momentum, 2bit, PowerSGD)
+each bucket has its own tally.State, keyed by the bucket's index. DDP
+rebuilds its buckets once, after the first iteration, in the order the
+gradients became ready; a bucket index whose parameters or length
+changed then gets a fresh State (counted in HookState.rebuilt), and the
+states made from then on are kept for the rest of the run. torch's own
+PowerSGD hook loses the same first-iteration memory (it starts at
+start_powerSGD_iter >= 2 for that reason).
+
+Any error (of libtally, of tallyd, a closed context, a CUDA tensor
+without libtally's CUDA path) completes the bucket's future with the
+exception, which DDP raises from backward(); the hook never hangs.
+Only the hook may use the context while backward runs.
+"""
+import errno
+import queue
+import threading
+
+import torch
+
+import tally
+
+__all__ = ["HookState", "allreduce_hook"]
+
+
+class HookState:
+    """What allreduce_hook needs: the context, the background thread and
+    the codec memory of each bucket.
+
+    HookState(ctx, *, divide=True, memory=None, name="tally-hook"):
+    ctx is an open tally.Context; divide: divide each bucket by the
+    world size (the average, as DDP's default hook); memory: keep a
+    tally.State per bucket (None: when the job's codec has memory, from
+    ctx.info()); name: the thread's name.
+
+    Counters: buckets (reduced), errors (futures completed with an
+    exception), rebuilt (States made afresh because a bucket index
+    changed its parameters or length). close() stops the thread.
+    """
+
+    def __init__(self, ctx, *, divide=True, memory=None, name="tally-hook"):
+        info = ctx.info()
+        self.ctx = ctx
+        self.world = info["world"]
+        self.divide = bool(divide)
+        self.memory = info["codec_memory"] if memory is None else bool(memory)
+        self.name = name
+        self.states = {}
+        self.buckets = 0
+        self.errors = 0
+        self.rebuilt = 0
+        self._keys = {}
+        self._queue = queue.SimpleQueue()
+        self._thread = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, index, key, tensor):
+        """Queues tensor, bucket number index (whose layout key
+        identifies), for the background thread; returns the Future that
+        thread completes with the tensor reduced in place."""
+        fut = torch.futures.Future()
+        with self._lock:
+            if self._closed:
+                fut.set_exception(tally.Error(errno.EBADF,
+                                              "the hook state is closed"))
+                return fut
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run,
+                                                name=self.name, daemon=True)
+                self._thread.start()
+            self._queue.put((index, key, tensor, fut))
+        return fut
+
+    def close(self):
+        """Stops the background thread after the buckets already queued.
+        Does not close the context."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            self._queue.put(None)
+        if thread is not None:
+            thread.join()
+
+    def _state(self, index, key, n):
+        """The bucket's State: kept while its layout key stays, made
+        afresh when DDP's rebuild changed it."""
+        if self._keys.get(index) != key:
+            if index in self.states:
+                self.rebuilt += 1
+            self.states[index] = tally.State(self.ctx, n)
+            self._keys[index] = key
+        return self.states[index]
+
+    def _reduce(self, index, key, t):
+        """The average of bucket t over the ranks, in place."""
+        if t.device.type == "cuda" and not tally.HAVE_CUDA:
+            # ctx.allreduce says the same; said here before dividing.
+            return self.ctx.allreduce(t)
+        if self.divide:
+            t.div_(self.world)
+        st = self._state(index, key, t.numel()) if self.memory else None
+        self.ctx.allreduce(t, state=st)
+        return t
+
+    def _run(self):
+        """The background thread: buckets in order until close()."""
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            index, key, t, fut = item
+            try:
+                self._reduce(index, key, t)
+            except Exception as e:  # completes the future, never hangs
+                self.errors += 1
+                fut.set_exception(e)
+                continue
+            self.buckets += 1
+            fut.set_result(t)
+
+
+def _layout(bucket):
+    """A bucket's layout: its length and its parameters (their storage and
+    sizes), which DDP's bucket rebuild may change under the same index."""
+    return (bucket.buffer().numel(),
+            tuple((p.data_ptr(), p.numel()) for p in bucket.parameters()))
+
+
+def allreduce_hook(state, bucket):
+    """DDP communication hook: the average of the bucket over the ranks,
+    through tally. Register with
+    ddp.register_comm_hook(HookState(ctx), allreduce_hook).
+    Returns at once a Future that the background thread completes."""
+    return state.submit(bucket.index(), _layout(bucket), bucket.buffer())
