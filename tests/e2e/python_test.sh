@@ -109,6 +109,7 @@ train() {
 	a2=$(accuracy "$name" "$EPOCHS")
 	echo "# $name: loss $l1 -> $l2, test accuracy $a2, $(printf '%.1f' \
 		"$(echo "$t1 - $t0" | bc)") s for $EPOCHS epochs (python start included)"
+	grep "^epoch " "$WORK/$name.0" | sed "s/^/# $name: /"
 	[ -n "$l1" ] && [ -n "$l2" ] && [ "$(echo "$l2 < $l1" | bc)" = 1 ]
 	ok $? "$name: the loss decreases ($l1 -> $l2)"
 	[ -n "$a2" ] && [ "$(echo "$a2 > 0.5" | bc)" = 1 ]
