@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""tools/bench-training without a testbed (TAP).
+
+The driver and its rank script refuse bad arguments with exit status 2
+and their usage before anything is set up (no root, no torch needed),
+tools/bench-allreduce still does after sharing tools/bench/lib.sh, and
+the report (tools/bench/training_report.py) turns result files of known
+content into the figures docs/tools/bench-training.md defines: final
+accuracy mean and spread, seconds an epoch without the first, seconds to
+the target, speed-ups against the torch row of the same kind and the
+fastest one, CPU seconds an epoch, the targets' verdicts, and a failed
+run shown as failed with exit status 1. The benchmark itself is not run
+here (it takes the testbed for most of an hour).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TOP = sys.argv[1]
+n = 0
+failed = 0
+
+
+def ok(cond, name):
+    global n, failed
+    n += 1
+    print(("ok" if cond else "not ok") + f" {n} - {name}", flush=True)
+    if not cond:
+        failed += 1
+
+
+def run(argv, env=None):
+    e = dict(os.environ)
+    e.pop("TALLY_TOKEN", None)
+    e.update(env or {})
+    p = subprocess.run(argv, cwd=TOP, capture_output=True, text=True,
+                       timeout=60, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def usage_errors():
+    drv = os.path.join(TOP, "tools/bench-training")
+    for args in (["--bogus"], ["--systems", "gloo,nope"], ["--systems", ""],
+                 ["--seeds", "1,x"], ["--epochs", "0"], ["--lr", "-1"],
+                 ["--lr", "0"], ["--target", "101"], ["-n", "1"],
+                 ["--pmd", "dpdk"], ["--rate", "fast"], ["--epochs"],
+                 ["--elems", "3"]):
+        rc, _, err = run([drv] + args)
+        ok(rc == 2 and "usage:" in err,
+           f"bench-training {' '.join(args) or '(empty)'}: exit 2 with usage"
+           f" (got {rc})")
+    rc, out, _ = run([drv, "--help"])
+    ok(rc == 0 and "--quick" in out, "bench-training --help: exit 0, usage")
+    rc, _, err = run([os.path.join(TOP, "tools/bench-allreduce"), "--bogus"])
+    ok(rc == 2 and "usage:" in err,
+       f"bench-allreduce --bogus: exit 2 with usage (got {rc})")
+    rank = [sys.executable, os.path.join(TOP, "tools/bench/ddp_train.py")]
+    base = ["--master", "10.77.0.12:29500", "--world", "4"]
+    for args, env in ((base + ["--rank", "4", "--comm", "gloo"], None),
+                      (base + ["--rank", "0", "--comm", "nccl"], None),
+                      (base + ["--rank", "0", "--comm", "tally"], None),
+                      (base + ["--rank", "0", "--comm", "gloo", "--url",
+                               "tally://h:1/j"], None),
+                      (base + ["--rank", "0", "--comm", "tally", "--url",
+                               "tally://h:1/j"], None),
+                      (["--master", "nohost", "--rank", "0", "--world", "4",
+                        "--comm", "gloo"], None),
+                      (base + ["--rank", "0", "--comm", "gloo", "--epochs",
+                               "0"], None)):
+        rc, _, err = run(rank + args, env)
+        ok(rc == 2 and "usage:" in err,
+           f"ddp_train.py {' '.join(args)}: exit 2 with usage (got {rc})")
+
+
+def result(acc, epoch_s, cpu=(1.0, 1.0, 1.0, 1.0), dp=None):
+    r = {"comm": "x", "epoch_s": epoch_s, "acc": acc, "loss": [0.1] * len(acc),
+         "cpu_s": list(cpu), "params": 4349962, "buckets": 1}
+    if dp is not None:
+        r["dp_cpu_s"] = dp
+    return r
+
+
+def report():
+    d = tempfile.mkdtemp(prefix="bt-report.")
+    # Three epochs, seeds 1 and 2. gloo: 2.0 s an epoch after a 3 s
+    # first; fp16 2.5; powersgd 1.6; tally 1.5 (1.33x gloo), q8 1.6
+    # (1.56x fp16), powersgd-tally 1.7 (slower than torch's), sparse
+    # failed on seed 2.
+    rows = {
+        "gloo": [([90, 95.5, 97.0], [3, 2, 2]), ([90, 94, 96.0], [3, 2, 2])],
+        "fp16": [([90, 95.5, 97.0], [3, 2.5, 2.5]),
+                 ([90, 94, 96.0], [3, 2.5, 2.5])],
+        "powersgd": [([88, 95.0, 96.0], [3, 1.6, 1.6]),
+                     ([88, 94.0, 96.0], [3, 1.6, 1.6])],
+        "tally": [([90, 96, 96.2], [2, 1.5, 1.5]), ([90, 94, 96.2], [2, 1.5, 1.5])],
+        "tally-q8": [([90, 96, 95.8], [2, 1.6, 1.6]),
+                     ([90, 94, 95.6], [2, 1.6, 1.6])],
+        "tally-powersgd": [([90, 96, 96.0], [2, 1.7, 1.7]),
+                           ([90, 94, 95.0], [2, 1.7, 1.7])],
+        "tally-sparse": [([90, 92, 94.0], [2, 1.0, 1.0]), None],
+    }
+    for row, runs in rows.items():
+        for seed, r in zip((1, 2), runs):
+            p = f"{d}/{row}.s{seed}.json"
+            with open(p, "w") as f:
+                if r is None:
+                    json.dump({"system": f"{row}.s{seed}", "error": "exit 124"}, f)
+                else:
+                    json.dump(result(*r, dp=(3.0 if row.startswith("tally")
+                                             else None)), f)
+            with open(f"{d}/{row}.s{seed}.busy", "w") as f:
+                f.write("40" if (row, seed) == ("fp16", 2) else "2")
+    js = f"{d}/out.json"
+    rc, out, err = run([sys.executable,
+                        os.path.join(TOP, "tools/bench/training_report.py"),
+                        "--res", d, "--systems", ",".join(rows),
+                        "--seeds", "1,2", "--workers", "4", "--rate", "1gbit",
+                        "--mtu", "1500", "--target", "95", "--machine", "m",
+                        "--command", "c", "--json", js])
+    ok(rc == 1, f"report: exit 1 when a run failed (got {rc}; {err.strip()})")
+    table = out.split("-" * 40)[-1].split("\nacc %:")[0]
+    lines = {ln.split()[0]: ln for ln in table.splitlines() if ln.strip()}
+    g = lines.get("gloo", "").split()
+    # gloo: acc mean 96.5, spread 1.0, 2.0 s an epoch, to 95%: 5.0 and
+    # 7.0 s (seed 2 reaches it in the third epoch) -> 6.0.
+    ok(g[-7:-3] == ["96.50", "1.00", "2.000", "6.0"],
+       f"report: gloo's accuracy, spread, s/epoch, s to 95% ({g})")
+    t = lines.get("tally", "")
+    ok("1.33x gloo" in t and t.split()[-2] == "1.07x",
+       f"report: tally vs gloo and vs the fastest torch row ({t})")
+    ok("1.56x fp16" in lines.get("tally-q8", ""),
+       "report: q8 against the fp16 hook")
+    ok("0.94x powersgd" in lines.get("tally-powersgd", ""),
+       "report: tally PowerSGD against torch's")
+    sp = lines.get("tally-sparse", "")
+    ok("1.60x powersgd" in sp and "(1 of 2 runs failed" in out,
+       f"report: sparse against the fastest torch row, its failure shown ({sp})")
+    # CPU s/epoch: 4 ranks x 1 s + 3 s of tally-dp, over 3 epochs.
+    ok(t.split()[-1] == "2.33", f"report: CPU seconds an epoch ({t})")
+    want = ["tally dense: within 0.5 points of gloo, >= 1.3x faster an epoch:"
+            " -0.30 points, 1.33x: met",
+            "q8+EF: within 1 point of gloo, >= 1.5x faster than the fp16 hook:"
+            " -0.80 points, 1.56x: met",
+            "tally PowerSGD: within 0.5 points of torch's, faster than it:"
+            " -0.50 points, 0.94x: not met",
+            "block-sparse 1%+EF: within 2 points of gloo: -2.50 points: not met"]
+    for w in want:
+        ok(w in out, f"report: verdict '{w}'")
+    ok("CPUs were 40% busy before fp16 seed 2" in out,
+       "report: warns of a busy machine before a run")
+    with open(js) as f:
+        doc = json.load(f)
+    ok(doc["epochs"] == 3 and len(doc["rows"]) == 7 and
+       doc["rows"][0]["first_epoch_s"] == 3 and
+       [t["met"] for t in doc["targets"]] == [True, True, False, False],
+       "report: --json holds the rows and verdicts")
+
+
+def main():
+    usage_errors()
+    report()
+    print(f"1..{n}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# ddp_train.py: one rank of tools/bench-training. Trains a wide MLP on
+# sklearn's bundled digits with DistributedDataParallel over a gloo
+# process group, its gradients reduced by one of:
+#
+#   gloo      DDP's own allreduce (fp32)
+#   fp16      torch's fp16_compress_hook
+#   powersgd  torch's PowerSGD hook (rank 4, error feedback, warm start,
+#             start_powerSGD_iter 2, torch's defaults otherwise); one
+#             DDP bucket (the hook deadlocks on gloo with two)
+#   tally     tally.torch.allreduce_hook on a tally job (--url; the token
+#             in TALLY_TOKEN): the job's codec decides what is sent
+#
+# Same seed, same data: the split is fixed, the seed draws the initial
+# weights and every epoch's order of the training set, so rows of one
+# seed differ only in how gradients were reduced. Every rank prints
+# "progress:" lines (rank 0's reach the driver's terminal) and rank 0
+# ends with one JSON object: per epoch the slowest rank's training
+# seconds (evaluation excluded), the test accuracy, the mean training
+# loss; CPU seconds of every rank. See docs/tools/bench-training.md.
+#
+#   GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 ddp_train.py \
+#       --master 10.77.0.11:29500 --rank R --world W --comm gloo --seed 1
+#
+# Debian's python3-torch belongs to /usr/bin/python3, hence the #! line.
+# A rank can hang in the gloo group's destructor at exit: it flushes and
+# leaves with os._exit.
+import argparse
+import datetime
+import json
+import os
+import resource
+import sys
+import time
+
+COMMS = ("gloo", "fp16", "powersgd", "tally")
+
+
+def parse_args(argv):
+    """The command line; errors exit 2 with the usage (argparse)."""
+    ap = argparse.ArgumentParser(
+        prog="ddp_train.py",
+        description="one rank of the DDP training benchmark on digits")
+    ap.add_argument("--master", required=True,
+                    help="rank 0's IP:PORT (gloo's TCP rendezvous)")
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--comm", choices=COMMS, required=True,
+                    help="how gradients are reduced")
+    ap.add_argument("--url", help="tally: the job's tally:// URL")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="initial weights and data order (default 1)")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=32,
+                    help="samples a rank a step (default 32)")
+    ap.add_argument("--lr", type=float, default=0.05,
+                    help="SGD learning rate, cosine-annealed to 0 over "
+                    "the epochs (default 0.05; momentum 0.9)")
+    ap.add_argument("--hidden", type=int, default=2048,
+                    help="width of the two hidden layers (default 2048: "
+                    "4.35 M parameters)")
+    ap.add_argument("--target", type=float, default=95.0,
+                    help="test accuracy (%%) whose time is reported")
+    ap.add_argument("--one-bucket", action="store_true",
+                    help="all gradients in one DDP bucket (forced for "
+                    "powersgd)")
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds a gloo collective may take")
+    a = ap.parse_args(argv)
+    if not 1 <= a.world <= 64:
+        ap.error(f"--world {a.world} is not 1..64")
+    if not 0 <= a.rank < a.world:
+        ap.error(f"--rank {a.rank} is not in 0..{a.world - 1}")
+    if a.epochs < 1 or a.batch < 1 or a.hidden < 1:
+        ap.error("--epochs, --batch and --hidden must be positive")
+    if not a.lr > 0:
+        ap.error("--lr must be positive")
+    if (a.comm == "tally") != (a.url is not None):
+        ap.error("--url is needed with --comm tally, and only there")
+    if a.comm == "tally" and not os.environ.get("TALLY_TOKEN"):
+        ap.error("--comm tally: put the job's token in TALLY_TOKEN")
+    if ":" not in a.master:
+        ap.error(f"--master '{a.master}' is not IP:PORT")
+    return a
+
+
+def load_data(torch, rank, world):
+    """Digits, 80/20 split (stratified, fixed), standardized with the
+    training set's statistics. Returns (xtr, ytr, xte, yte) as tensors;
+    the test set is this rank's share (every world-th sample)."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    d = load_digits()
+    x = d.data.astype(np.float32) / 16.0
+    xtr, xte, ytr, yte = train_test_split(
+        x, d.target, test_size=0.2, random_state=0, stratify=d.target)
+    mu, sd = xtr.mean(0), xtr.std(0) + 1e-6
+    xtr = torch.from_numpy((xtr - mu) / sd)
+    xte = torch.from_numpy((xte - mu) / sd)[rank::world].contiguous()
+    return (xtr, torch.from_numpy(ytr), xte,
+            torch.from_numpy(yte)[rank::world].contiguous())
+
+
+def make_model(torch, hidden, seed):
+    """64 -> hidden -> hidden -> 10, ReLU; weights drawn from seed."""
+    nn = torch.nn
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(),
+                         nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, 10))
+
+
+def wrap(torch, dist, a, model):
+    """The DDP model with a's reduction registered. Returns (ddp, ctx):
+    ctx is the tally context (None for the torch rows), kept alive by
+    the caller for the run."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    kw = {}
+    if a.one_bucket or a.comm == "powersgd":
+        # DDP puts its first bucket at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
+        # and later ones at bucket_cap_mb; both read at construction.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
+        kw["bucket_cap_mb"] = 1 << 20
+    ddp = DDP(model, **kw)
+    ctx = None
+    if a.comm == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif a.comm == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        st = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=4,
+            start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        ddp.register_comm_hook(st, powerSGD_hook.powerSGD_hook)
+    elif a.comm == "tally":
+        import tally
+        import tally.torch
+        ctx = tally.open(a.url, os.environ["TALLY_TOKEN"], a.rank, a.world)
+        ddp.register_comm_hook(tally.torch.HookState(ctx),
+                               tally.torch.allreduce_hook)
+    return ddp, ctx
+
+
+def cpu_seconds():
+    """User + system CPU seconds of this process, all its threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def evaluate(torch, dist, ddp, xte, yte):
+    """Test accuracy (%) over every rank's share, summed through gloo."""
+    with torch.no_grad():
+        pred = ddp.module(xte).argmax(1)
+    c = torch.tensor([float((pred == yte).sum()), float(len(yte))],
+                     dtype=torch.float64)
+    dist.all_reduce(c)
+    return 100.0 * float(c[0]) / float(c[1])
+
+
+def train(torch, dist, a, ddp, data):
+    """Runs the epochs. Returns per-epoch lists: this rank's training
+    seconds, the test accuracy, the mean training loss (over ranks)."""
+    xtr, ytr, xte, yte = data
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, a.epochs)
+    per_rank = len(xtr) // a.world // a.batch * a.batch
+    secs, accs, losses = [], [], []
+    for ep in range(a.epochs):
+        g = torch.Generator()
+        g.manual_seed(a.seed * 1000 + ep)
+        mine = torch.randperm(len(xtr), generator=g)[a.rank::a.world]
+        mine = mine[:per_rank]
+        dist.barrier()
+        t0 = time.perf_counter()
+        tot = 0.0
+        for i in range(0, per_rank, a.batch):
+            idx = mine[i:i + a.batch]
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(ddp(xtr[idx]), ytr[idx])
+            loss.backward()
+            opt.step()
+            tot += float(loss)
+        secs.append(time.perf_counter() - t0)
+        sched.step()
+        lt = torch.tensor([tot / (per_rank // a.batch)], dtype=torch.float64)
+        dist.all_reduce(lt)
+        losses.append(float(lt[0]) / a.world)
+        accs.append(evaluate(torch, dist, ddp, xte, yte))
+        print(f"progress: {a.comm} seed {a.seed} epoch {ep + 1}/{a.epochs}: "
+              f"{secs[-1]:.2f} s, loss {losses[-1]:.4f}, "
+              f"test {accs[-1]:.2f}%", file=sys.stderr, flush=True)
+    return secs, accs, losses
+
+
+def run(a):
+    """Sets up the group, the model and the hook, trains, and has rank 0
+    print the JSON result. Returns the exit status."""
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://{a.master}", rank=a.rank,
+        world_size=a.world, timeout=datetime.timedelta(seconds=a.timeout))
+    data = load_data(torch, a.rank, a.world)
+    model = make_model(torch, a.hidden, a.seed)
+    nparams = sum(p.numel() for p in model.parameters())
+    ddp, ctx = wrap(torch, dist, a, model)
+    c0 = cpu_seconds()
+    secs, accs, losses = train(torch, dist, a, ddp, data)
+    cpu = cpu_seconds() - c0
+    # The slowest rank's time of each epoch; every rank's CPU seconds.
+    t = torch.tensor(secs, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    cpus = [torch.zeros(1, dtype=torch.float64) for _ in range(a.world)]
+    dist.all_gather(cpus, torch.tensor([cpu], dtype=torch.float64))
+    buckets = None
+    try:
+        buckets = len(ddp._get_ddp_logging_data().get("bucket_sizes", "")
+                      .split(", "))
+    except (AttributeError, RuntimeError):
+        pass
+    if a.rank == 0:
+        out = {"comm": a.comm, "seed": a.seed, "world": a.world,
+               "epochs": a.epochs, "batch": a.batch, "lr": a.lr,
+               "params": nparams, "buckets": buckets,
+               "torch": torch.__version__,
+               "epoch_s": [round(x, 4) for x in t.tolist()],
+               "acc": [round(x, 3) for x in accs],
+               "loss": [round(x, 5) for x in losses],
+               "cpu_s": [round(float(c), 2) for c in cpus]}
+        if ctx is not None:
+            try:
+                out["tally_info"] = ctx.info()
+                out["tally_stats"] = ctx.stats()
+            except Exception as e:  # diagnostics only
+                out["tally_info_error"] = str(e)
+        print(json.dumps(out, default=str), flush=True)
+    dist.barrier()
+    return 0
+
+
+def main():
+    a = parse_args(sys.argv[1:])
+    try:
+        rc = run(a)
+    except Exception as e:
+        print(f"ddp_train.py: rank {a.rank}: {type(e).__name__}: {e}",
+              file=sys.stderr, flush=True)
+        rc = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
+
+
+if __name__ == "__main__":
+    main()
