@@ -47,7 +47,10 @@ def usage_errors():
                  ["--seeds", "1,x"], ["--epochs", "0"], ["--lr", "-1"],
                  ["--lr", "0"], ["--target", "101"], ["-n", "1"],
                  ["--pmd", "dpdk"], ["--rate", "fast"], ["--epochs"],
-                 ["--elems", "3"]):
+                 ["--elems", "3"], ["--codec", "gloo=q8"],
+                 ["--codec", "tally-q8"], ["--codec", "tally-q8="],
+                 ["--codec", "tally-x=q8"], ["--codec", "tally-q8=q8;rm x"],
+                 ["--systems", "gloo", "--seeds", ""]):
         rc, _, err = run([drv] + args)
         ok(rc == 2 and "usage:" in err,
            f"bench-training {' '.join(args) or '(empty)'}: exit 2 with usage"
@@ -77,7 +80,7 @@ def usage_errors():
 
 def result(acc, epoch_s, cpu=(1.0, 1.0, 1.0, 1.0), dp=None):
     r = {"comm": "x", "epoch_s": epoch_s, "acc": acc, "loss": [0.1] * len(acc),
-         "cpu_s": list(cpu), "params": 4349962, "buckets": 1}
+         "cpu_s": list(cpu), "params": 4349962, "buckets": [16867368, 532480]}
     if dp is not None:
         r["dp_cpu_s"] = dp
     return r
@@ -109,8 +112,12 @@ def report():
                 if r is None:
                     json.dump({"system": f"{row}.s{seed}", "error": "exit 124"}, f)
                 else:
-                    json.dump(result(*r, dp=(3.0 if row.startswith("tally")
-                                             else None)), f)
+                    res = result(*r, dp=(3.0 if row.startswith("tally")
+                                         else None))
+                    if row.startswith("tally"):
+                        res["job"] = {"codec": "fixp", "max_elems": 352,
+                                      "window": 64, "narrow": False}
+                    json.dump(res, f)
             with open(f"{d}/{row}.s{seed}.busy", "w") as f:
                 f.write("40" if (row, seed) == ("fp16", 2) else "2")
     js = f"{d}/out.json"
@@ -149,6 +156,8 @@ def report():
             "block-sparse 1%+EF: within 2 points of gloo: -2.50 points: not met"]
     for w in want:
         ok(w in out, f"report: verdict '{w}'")
+    ok("tally: DDP buckets of 16.09, 0.51 MiB; tally job codec fixp" in out,
+       "report: DDP's buckets and the tally job of a row")
     ok("CPUs were 40% busy before fp16 seed 2" in out,
        "report: warns of a busy machine before a run")
     with open(js) as f:

@@ -50,6 +50,8 @@ def parse_args(argv):
     ap.add_argument("--comm", choices=COMMS, required=True,
                     help="how gradients are reduced")
     ap.add_argument("--url", help="tally: the job's tally:// URL")
+    ap.add_argument("--label", help="the row's name in progress lines "
+                    "(default: --comm)")
     ap.add_argument("--seed", type=int, default=1,
                     help="initial weights and data order (default 1)")
     ap.add_argument("--epochs", type=int, default=10)
@@ -189,7 +191,7 @@ def train(torch, dist, a, ddp, data):
         dist.all_reduce(lt)
         losses.append(float(lt[0]) / a.world)
         accs.append(evaluate(torch, dist, ddp, xte, yte))
-        print(f"progress: {a.comm} seed {a.seed} epoch {ep + 1}/{a.epochs}: "
+        print(f"progress: {a.label or a.comm} seed {a.seed} epoch {ep + 1}/{a.epochs}: "
               f"{secs[-1]:.2f} s, loss {losses[-1]:.4f}, "
               f"test {accs[-1]:.2f}%", file=sys.stderr, flush=True)
     return secs, accs, losses
@@ -216,11 +218,14 @@ def run(a):
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     cpus = [torch.zeros(1, dtype=torch.float64) for _ in range(a.world)]
     dist.all_gather(cpus, torch.tensor([cpu], dtype=torch.float64))
+    # DDP's buckets as they ended up (it rebuilds them once, after the
+    # first iteration, in the order the gradients became ready): bytes.
     buckets = None
     try:
-        buckets = len(ddp._get_ddp_logging_data().get("bucket_sizes", "")
-                      .split(", "))
-    except (AttributeError, RuntimeError):
+        ld = ddp._get_ddp_logging_data()
+        sizes = ld.get("rebuilt_bucket_sizes") or ld.get("bucket_sizes")
+        buckets = [int(x) for x in str(sizes).split(",")]
+    except (AttributeError, RuntimeError, ValueError):
         pass
     if a.rank == 0:
         out = {"comm": a.comm, "seed": a.seed, "world": a.world,

@@ -200,7 +200,8 @@ bench_start() {
 
 # testbed_up BUILD UP-OPTIONS...: `tools/testbed up --prefix $prefix
 # UP-OPTIONS...`, its TESTBED_* exported, TESTBED_SUBNET set, and
-# tests/e2e/lib.sh sourced for tally-dp, tallyd and workers of BUILD.
+# tests/e2e/lib.sh sourced for tally-dp, tallyd and workers of BUILD
+# (absolute, or relative to $top).
 testbed_up() {
 	local b=$1
 	shift
@@ -213,8 +214,13 @@ testbed_up() {
 	set +a
 	# shellcheck disable=SC2034 # used by the script and tests/e2e/lib.sh
 	TESTBED_SUBNET=${TESTBED_DP_IP%.*}.0/24
+	# shellcheck disable=SC2034 # used by tests/e2e/lib.sh
 	TALLY_SRC=$top
-	TALLY_BUILD=$top/$b
+	# shellcheck disable=SC2034 # used by tests/e2e/lib.sh
+	case $b in
+	/*) TALLY_BUILD=$b ;;
+	*) TALLY_BUILD=$top/$b ;;
+	esac
 	# shellcheck source=tests/e2e/lib.sh
 	. tests/e2e/lib.sh
 }

@@ -102,6 +102,8 @@ def summarize(row, runs):
     if dp:
         s["dp_cpu_epoch_s"] = statistics.fmean(dp)
     s["buckets"] = ok[0].get("buckets")
+    if not isinstance(s["buckets"], list):
+        s["buckets"] = None
     s["params"] = ok[0].get("params")
     if "job" in ok[0]:
         s["job"] = ok[0]["job"]
@@ -140,7 +142,8 @@ def print_table(a, rows, seeds, epochs):
     if rows and rows[0].get("params"):
         print(f"model: MLP 64-2048-2048-10 ({rows[0]['params']} parameters"
               f", {rows[0]['params'] * 4 / 2**20:.1f} MiB of f32 gradients"
-              f" a step), DDP buckets {rows[0].get('buckets')}")
+              f" a step)")
+
     print()
     tt = f"s to {a.target:g}%"
     hdr = (f"{'row':<15} {'reduction':<30} {'acc %':>6} {'spread':>6} "
@@ -176,6 +179,15 @@ def print_table(a, rows, seeds, epochs):
           " row's (same kind of compression; sparse: the fastest torch"
           " row);\nvs fastest: the fastest torch row's s/epoch / this row's;"
           " CPU s/ep: CPU seconds an epoch, all ranks plus tally-dp")
+    for r in rows:
+        b = r.get("buckets")
+        if b:
+            mib = ", ".join(f"{x / 2**20:.2f}" for x in b)
+            j = r.get("job")
+            print(f"{r['system']}: DDP buckets of {mib} MiB" + (
+                f"; tally job codec {j['codec']}, max_elems "
+                f"{j['max_elems']}, window {j['window']}"
+                f"{', narrow' if j['narrow'] else ''}" if j else ""))
 
 
 def targets(by):
