@@ -168,9 +168,32 @@ def report():
        "report: --json holds the rows and verdicts")
 
 
+def report_row_failed():
+    """A row that failed on every seed: its target is not met (not left
+    out as if it had not been asked for)."""
+    d = tempfile.mkdtemp(prefix="bt-report.")
+    with open(f"{d}/gloo.s1.json", "w") as f:
+        json.dump(result([90, 96.0], [3, 2]), f)
+    with open(f"{d}/tally-sparse.s1.json", "w") as f:
+        json.dump({"system": "tally-sparse.s1", "error": "exit 1"}, f)
+    rc, out, err = run([sys.executable,
+                        os.path.join(TOP, "tools/bench/training_report.py"),
+                        "--res", d, "--systems", "gloo,tally-sparse",
+                        "--seeds", "1", "--workers", "4", "--rate", "1gbit",
+                        "--mtu", "1500", "--target", "95", "--machine", "m",
+                        "--command", "c"])
+    ok(rc == 1 and "block-sparse 1%+EF: within 2 points of gloo: "
+       "tally-sparse failed on every seed: not met" in out,
+       f"report: a target whose row failed is not met (rc {rc}; "
+       f"{err.strip()})")
+    ok("tally dense" not in out and "PowerSGD: within" not in out,
+       "report: targets of rows not asked for are left out")
+
+
 def main():
     usage_errors()
     report()
+    report_row_failed()
     print(f"1..{n}")
     return 1 if failed else 0
 
