@@ -272,6 +272,29 @@ int tally_allreduce_enc(struct tally_ctx *ctx, unsigned int enc,
  */
 const char *tally_ctx_error(const struct tally_ctx *ctx);
 
+/*
+ * What tally_allreduce_cuda() (<tally/tally_cuda.h>) does with a tensor in
+ * GPU memory on a context: tally_ctx_info()'s cuda_path.
+ */
+enum tally_cuda_path {
+	TALLY_CUDA_PATH_NONE = 0,	/* libtally was built without CUDA:
+					 * -EOPNOTSUPP */
+	TALLY_CUDA_PATH_NODEV,		/* built with CUDA, but no usable
+					 * device (or driver): -ENODEV */
+	TALLY_CUDA_PATH_CODEC,		/* the job's codec has no GPU path
+					 * in this libtally: -EOPNOTSUPP */
+	TALLY_CUDA_PATH_STAGED,		/* encoded on the GPU into pinned,
+					 * device-mapped staging, decoded on
+					 * the GPU: no host copy */
+	TALLY_CUDA_PATH_MAX_,
+};
+
+/*
+ * The name of a path: "none", "no-device", "codec-not-on-gpu",
+ * "gpu-staged"; "?" when out of range.
+ */
+const char *tally_cuda_path_name(unsigned int path);
+
 /* What a context is for: the job as the dataplane knows it. */
 struct tally_ctx_info {
 	uint16_t job;		/* id at the dataplane */
@@ -281,6 +304,15 @@ struct tally_ctx_info {
 	uint16_t elems;		/* elements a packet */
 	uint8_t narrow;		/* sums come back in their own width */
 	struct tally_codec codec; /* what tally_allreduce() applies */
+	uint8_t cuda_path;	/* enum tally_cuda_path: what a device
+				 * tensor's allreduce does here (asks the
+				 * CUDA runtime whether a device is there) */
+	uint32_t cuda_segment;	/* elements a staged segment: the
+				 * context's, or what its first CUDA call
+				 * will take; 0 without CUDA */
+	uint64_t cuda_staging;	/* bytes of pinned staging the context
+				 * holds (registered once, page-aligned);
+				 * 0 before its first CUDA call */
 };
 
 /* Fills *info from ctx. Borrows ctx. */
@@ -319,6 +351,17 @@ struct tally_ctx_stats {
 				 * the retransmission could have, or the
 				 * dataplane answered it from a result this
 				 * worker already had */
+	uint64_t cuda_calls;	/* allreduces of device tensors
+				 * (<tally/tally_cuda.h>) that started */
+	uint64_t cuda_segments;	/* their staged segments summed: each
+				 * encoded by the GPU into a staging
+				 * buffer, sent, decoded by the GPU */
+	uint64_t cuda_staged_bytes; /* encoded bytes those segments sent */
+	uint64_t cuda_wait_ns;	/* time the host waited for the GPU to
+				 * finish encoding a segment: what the
+				 * double buffering did not hide */
+	uint64_t cuda_net_ns;	/* time the segments spent in the window
+				 * (on the network) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */
