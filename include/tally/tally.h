@@ -164,7 +164,11 @@ int tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
 	struct tally_ctx **out);
 
-/* Closes the socket and frees the context. NULL is fine. */
+/*
+ * Closes the socket and frees the context, with its staging for device
+ * tensors (after the work of its last device call is done). NULL is
+ * fine.
+ */
 void tally_ctx_close(struct tally_ctx *ctx);
 
 /*
@@ -226,13 +230,19 @@ struct tally_state;
  */
 int tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out);
 
-/* Frees a state. NULL is fine. */
+/*
+ * Frees a state, host or device (tally_state_new_cuda(): the work of
+ * calls still running on it must be done first, as for any device
+ * memory). NULL is fine.
+ */
 void tally_state_free(struct tally_state *st);
 
 /*
  * tally_allreduce() of buf[0..n) with the tensor's memory st, which it
- * reads and updates. n must be the state's, and ctx's codec the one st
- * was made for (else -EINVAL). Errors as tally_allreduce(). After
+ * reads and updates. n must be the state's, ctx's codec the one st was
+ * made for, and st a host state (not from tally_state_new_cuda() of
+ * <tally/tally_cuda.h>) when the codec has memory (else -EINVAL).
+ * Errors as tally_allreduce(). After
  * -ERANGE (the scale round met an infinity, before anything was sent)
  * st holds its residual plus this call's gradient: nothing is lost, and
  * the context stays usable. After any other error st is valid but its
