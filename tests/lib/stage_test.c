@@ -184,10 +184,15 @@ rank_main(void *arg)
 		calls(k, ctx, st, k->dev ? s : NULL);
 	tally_ctx_stats(ctx, &k->st);
 	tally_ctx_info(ctx, &k->info);
-	fakedev_stream_free(s[0]);
-	fakedev_stream_free(s[1]);
+	/*
+	 * The streams outlive the context: its close waits for its last
+	 * call's event, which is on one of them (calls() has synchronized
+	 * them, so the state's memory is no longer in use).
+	 */
 	tally_state_free(st);
 	tally_ctx_close(ctx);
+	fakedev_stream_free(s[0]);
+	fakedev_stream_free(s[1]);
 	return NULL;
 }
 
