@@ -583,6 +583,10 @@ tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
 	if (memcmp(&st->codec, &ctx->codec, sizeof(st->codec)) != 0)
 		return tally_ctx_fail(ctx, -EINVAL, "the state was made for "
 			"another codec than the context's");
+	if (st->dev != NULL && tally_codec_has_memory(&st->codec))
+		return tally_ctx_fail(ctx, -EINVAL, "the state is in device "
+			"memory (tally_state_new_cuda()): reduce the tensor "
+			"with tally_allreduce_state_cuda()");
 	if (ctx->codec.kind == TALLY_CODEC_FIXP)
 		return tally_allreduce_f32(ctx, buf, n);
 	rc = tally_lib_check_call(ctx, buf, n);

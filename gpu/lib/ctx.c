@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "dev.h"
 
 #define DEFAULT_WINDOW		64
 #define DEFAULT_RTO_US		2000u
@@ -221,6 +221,7 @@ tally_ctx_close(struct tally_ctx *ctx)
 {
 	if (ctx == NULL)
 		return;
+	tally_lib_dev_free(ctx->dev);
 	tally_transport_destroy(ctx->tp);
 	tally_state_free(ctx->state);
 	free(ctx->fixp);
@@ -265,5 +266,10 @@ tally_ctx_info(const struct tally_ctx *ctx, struct tally_ctx_info *info)
 		.job = ctx->job, .rank = ctx->rank, .world = ctx->world,
 		.window = ctx->window, .elems = ctx->elems,
 		.narrow = ctx->narrow, .codec = ctx->codec,
+		.cuda_path = (uint8_t)tally_lib_cuda_path(ctx),
 	};
+	if (info->cuda_path != TALLY_CUDA_PATH_NONE)
+		info->cuda_segment = (uint32_t)tally_lib_dev_seg(ctx, 0);
+	if (ctx->dev != NULL)
+		info->cuda_staging = ctx->dev->block_len;
 }

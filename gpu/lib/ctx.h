@@ -21,6 +21,8 @@
 #include "transport/transport.h"
 
 struct tally_round;
+struct tally_dev;
+struct tally_dev_ops;
 
 #define TALLY_CTX_ERR_LEN	256
 
@@ -70,6 +72,8 @@ struct tally_ctx {
 					 * of the codecs' random draws */
 	struct tally_state *state;	/* tally_allreduce()'s own codec
 					 * memory, for its one tensor */
+	struct tally_dev *dev;		/* device tensors' staging (dev.h),
+					 * from the first device call */
 	struct tally_mac_key *mac;	/* an authenticated job's keys,
 					 * expanded: [TALLY_CTX_KEY_UP..];
 					 * NULL: a plain job */
@@ -101,6 +105,7 @@ int tally_ctx_open_fail(int rc, const char *fmt, ...)
  * - mom: DGC's momentum u (sparse with momentum);
  * - p, q: PowerSGD's factors, rows x rank and cols x rank; q keeps the
  *   last step's summed Q, the next step's warm start (q_ready).
+ * A device state (dev set) has them in device memory.
  */
 struct tally_state {
 	struct tally_codec codec;	/* the codec it serves */
@@ -112,6 +117,9 @@ struct tally_state {
 	uint32_t rows;
 	uint32_t cols;
 	int q_ready;
+	const struct tally_dev_ops *dev; /* buffers in this device's memory
+					 * (tally_state_new_cuda()); NULL:
+					 * host memory */
 };
 
 /*

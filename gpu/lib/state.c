@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A tensor's codec memory (struct tally_state): made for a context's
- * codec, with the buffers that codec keeps between allreduces, zeroed.
+ * codec, with the buffers that codec keeps between allreduces, zeroed;
+ * in host memory, or in a device's (tally_state_new_cuda()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -9,13 +10,25 @@
 
 #include <tally/powersgd.h>
 
-#include "ctx.h"
+#include "dev.h"
 
-/* A zeroed array of n floats, or NULL. */
-static float *
-zeros(size_t n)
+/*
+ * *out = a zeroed array of n floats: host memory (dev NULL) or dev's
+ * device memory. Returns 0 or a negative errno.
+ */
+static int
+zeros(const struct tally_dev_ops *dev, size_t n, float **out)
 {
-	return calloc(n, sizeof(float));
+	void *p = NULL;
+	int rc;
+
+	if (dev == NULL) {
+		*out = calloc(n, sizeof(float));
+		return *out != NULL ? 0 : -ENOMEM;
+	}
+	rc = dev->dev_alloc(n * sizeof(float), &p);
+	*out = rc == 0 ? p : NULL;
+	return rc;
 }
 
 /* PowerSGD's shape and factors. Returns 0 or a negative errno. */
@@ -23,6 +36,7 @@ static int
 powersgd_buffers(struct tally_ctx *ctx, struct tally_state *st)
 {
 	uint32_t rank = st->codec.rank;
+	int rc;
 
 	if (st->codec.rows > st->n)
 		return tally_ctx_fail(ctx, -EINVAL, "powersgd rows %u: more "
@@ -31,16 +45,32 @@ powersgd_buffers(struct tally_ctx *ctx, struct tally_state *st)
 	if (tally_psgd_shape(st->n, st->codec.rows, &st->rows, &st->cols) != 0)
 		return tally_ctx_fail(ctx, -EINVAL, "powersgd: no matrix view "
 			"of %zu elements with %u rows", st->n, st->codec.rows);
-	st->p = zeros((size_t)st->rows * rank);
-	st->q = zeros((size_t)st->cols * rank);
-	return st->p == NULL || st->q == NULL ? -ENOMEM : 0;
+	rc = zeros(st->dev, (size_t)st->rows * rank, &st->p);
+	return rc != 0 ? rc : zeros(st->dev, (size_t)st->cols * rank, &st->q);
+}
+
+/* The buffers st's codec keeps (st->codec, n and dev set). */
+static int
+buffers(struct tally_ctx *ctx, struct tally_state *st)
+{
+	int rc = 0;
+
+	if (st->codec.kind == TALLY_CODEC_2BIT || st->codec.ef ||
+			st->codec.momentum > 0)
+		rc = zeros(st->dev, st->n, &st->resid);
+	if (rc == 0 && st->codec.momentum > 0)
+		rc = zeros(st->dev, st->n, &st->mom);
+	if (rc == 0 && st->codec.kind == TALLY_CODEC_POWERSGD)
+		rc = powersgd_buffers(ctx, st);
+	return rc;
 }
 
 int
-tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out)
+tally_lib_state_make(struct tally_ctx *ctx, const struct tally_dev_ops *dev,
+	size_t n, struct tally_state **out)
 {
 	struct tally_state *st;
-	int rc = 0;
+	int rc;
 
 	if (ctx == NULL)
 		return -EINVAL;
@@ -55,24 +85,34 @@ tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out)
 		return tally_ctx_fail(ctx, -ENOMEM, "out of memory");
 	memcpy(&st->codec, &ctx->codec, sizeof(st->codec));
 	st->n = n;
-	if (st->codec.kind == TALLY_CODEC_2BIT || st->codec.ef ||
-			st->codec.momentum > 0) {
-		st->resid = zeros(n);
-		if (st->resid == NULL)
-			rc = -ENOMEM;
-	}
-	if (rc == 0 && st->codec.momentum > 0 &&
-			(st->mom = zeros(n)) == NULL)
-		rc = -ENOMEM;
-	if (rc == 0 && st->codec.kind == TALLY_CODEC_POWERSGD)
-		rc = powersgd_buffers(ctx, st);
+	st->dev = dev;
+	rc = buffers(ctx, st);
 	if (rc != 0) {
 		tally_state_free(st);
-		return rc == -ENOMEM ? tally_ctx_fail(ctx, rc, "out of memory "
-			"for the codec memory of %zu elements", n) : rc;
+		if (rc == -EINVAL)
+			return rc;
+		return tally_ctx_fail(ctx, rc, "%s for the codec memory of "
+			"%zu elements%s", rc == -ENOMEM ? "out of memory" :
+			strerror(-rc), n, dev != NULL ? " on the device" : "");
 	}
 	*out = st;
 	return 0;
+}
+
+int
+tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out)
+{
+	return tally_lib_state_make(ctx, NULL, n, out);
+}
+
+/* Frees p, a buffer of st (host or device memory). */
+static void
+release(const struct tally_state *st, float *p)
+{
+	if (st->dev == NULL)
+		free(p);
+	else if (p != NULL)
+		st->dev->dev_free(p);
 }
 
 void
@@ -80,9 +120,9 @@ tally_state_free(struct tally_state *st)
 {
 	if (st == NULL)
 		return;
-	free(st->resid);
-	free(st->mom);
-	free(st->p);
-	free(st->q);
+	release(st, st->resid);
+	release(st, st->mom);
+	release(st, st->p);
+	release(st, st->q);
 	free(st);
 }

@@ -164,7 +164,11 @@ int tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
 	struct tally_ctx **out);
 
-/* Closes the socket and frees the context. NULL is fine. */
+/*
+ * Closes the socket and frees the context, with its staging for device
+ * tensors (after the work of its last device call is done). NULL is
+ * fine.
+ */
 void tally_ctx_close(struct tally_ctx *ctx);
 
 /*
@@ -226,13 +230,19 @@ struct tally_state;
  */
 int tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out);
 
-/* Frees a state. NULL is fine. */
+/*
+ * Frees a state, host or device (tally_state_new_cuda(): the work of
+ * calls still running on it must be done first, as for any device
+ * memory). NULL is fine.
+ */
 void tally_state_free(struct tally_state *st);
 
 /*
  * tally_allreduce() of buf[0..n) with the tensor's memory st, which it
- * reads and updates. n must be the state's, and ctx's codec the one st
- * was made for (else -EINVAL). Errors as tally_allreduce(). After
+ * reads and updates. n must be the state's, ctx's codec the one st was
+ * made for, and st a host state (not from tally_state_new_cuda() of
+ * <tally/tally_cuda.h>) when the codec has memory (else -EINVAL).
+ * Errors as tally_allreduce(). After
  * -ERANGE (the scale round met an infinity, before anything was sent)
  * st holds its residual plus this call's gradient: nothing is lost, and
  * the context stays usable. After any other error st is valid but its
@@ -272,6 +282,29 @@ int tally_allreduce_enc(struct tally_ctx *ctx, unsigned int enc,
  */
 const char *tally_ctx_error(const struct tally_ctx *ctx);
 
+/*
+ * What tally_allreduce_cuda() (<tally/tally_cuda.h>) does with a tensor in
+ * GPU memory on a context: tally_ctx_info()'s cuda_path.
+ */
+enum tally_cuda_path {
+	TALLY_CUDA_PATH_NONE = 0,	/* libtally was built without CUDA:
+					 * -EOPNOTSUPP */
+	TALLY_CUDA_PATH_NODEV,		/* built with CUDA, but no usable
+					 * device (or driver): -ENODEV */
+	TALLY_CUDA_PATH_CODEC,		/* the job's codec has no GPU path
+					 * in this libtally: -EOPNOTSUPP */
+	TALLY_CUDA_PATH_STAGED,		/* encoded on the GPU into pinned,
+					 * device-mapped staging, decoded on
+					 * the GPU: no host copy */
+	TALLY_CUDA_PATH_MAX_,
+};
+
+/*
+ * The name of a path: "none", "no-device", "codec-not-on-gpu",
+ * "gpu-staged"; "?" when out of range.
+ */
+const char *tally_cuda_path_name(unsigned int path);
+
 /* What a context is for: the job as the dataplane knows it. */
 struct tally_ctx_info {
 	uint16_t job;		/* id at the dataplane */
@@ -281,6 +314,15 @@ struct tally_ctx_info {
 	uint16_t elems;		/* elements a packet */
 	uint8_t narrow;		/* sums come back in their own width */
 	struct tally_codec codec; /* what tally_allreduce() applies */
+	uint8_t cuda_path;	/* enum tally_cuda_path: what a device
+				 * tensor's allreduce does here (asks the
+				 * CUDA runtime whether a device is there) */
+	uint32_t cuda_segment;	/* elements a staged segment: the
+				 * context's, or what its first CUDA call
+				 * will take; 0 without CUDA */
+	uint64_t cuda_staging;	/* bytes of pinned staging the context
+				 * holds (registered once, page-aligned);
+				 * 0 before its first CUDA call */
 };
 
 /* Fills *info from ctx. Borrows ctx. */
@@ -319,6 +361,17 @@ struct tally_ctx_stats {
 				 * the retransmission could have, or the
 				 * dataplane answered it from a result this
 				 * worker already had */
+	uint64_t cuda_calls;	/* allreduces of device tensors
+				 * (<tally/tally_cuda.h>) that started */
+	uint64_t cuda_segments;	/* their staged segments summed: each
+				 * encoded by the GPU into a staging
+				 * buffer, sent, decoded by the GPU */
+	uint64_t cuda_staged_bytes; /* encoded bytes those segments sent */
+	uint64_t cuda_wait_ns;	/* time the host waited for the GPU to
+				 * finish encoding a segment: what the
+				 * double buffering did not hide */
+	uint64_t cuda_net_ns;	/* time the segments spent in the window
+				 * (on the network) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

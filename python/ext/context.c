@@ -221,7 +221,11 @@ ctx_info(struct ext_ctx *c, PyObject *unused)
 			set_str(d, "codec_name", tally_codec_name(i.codec.kind)) ||
 			PyDict_SetItemString(d, "codec_memory",
 				tally_codec_has_memory(&i.codec) ? Py_True :
-				Py_False)) {
+				Py_False) ||
+			set_str(d, "cuda_path",
+				tally_cuda_path_name(i.cuda_path)) ||
+			set_u64(d, "cuda_segment", i.cuda_segment) ||
+			set_u64(d, "cuda_staging", i.cuda_staging)) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -252,7 +256,12 @@ ctx_stats(struct ext_ctx *c, PyObject *unused)
 			set_u64(d, "bytes_received", s.bytes_received) ||
 			set_u64(d, "bundled", s.bundled) ||
 			set_u64(d, "stale", s.stale) ||
-			set_u64(d, "forged", s.forged)) {
+			set_u64(d, "forged", s.forged) ||
+			set_u64(d, "cuda_calls", s.cuda_calls) ||
+			set_u64(d, "cuda_segments", s.cuda_segments) ||
+			set_u64(d, "cuda_staged_bytes", s.cuda_staged_bytes) ||
+			set_u64(d, "cuda_wait_ns", s.cuda_wait_ns) ||
+			set_u64(d, "cuda_net_ns", s.cuda_net_ns)) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -300,9 +309,20 @@ static PyMethodDef ctx_methods[] = {
 		"place. float32 goes through the job's codec (with state: "
 		"that tensor's codec memory), int32 is summed exactly. buf "
 		"is any writable C-contiguous buffer; it is never copied." },
+	{ "allreduce_cuda",
+		(PyCFunction)(void (*)(void))ext_ctx_allreduce_cuda,
+		METH_VARARGS | METH_KEYWORDS,
+		"allreduce_cuda(ptr, n, dtype, stream=0, state=None): sums the "
+		"n float32 or int32 elements at device address ptr over every "
+		"rank, in place, through libtally's GPU path; the decoding is "
+		"enqueued on the CUDA stream handle stream (0: the legacy "
+		"default stream). state: a State(ctx, n, cuda=True)." },
 	{ "info", (PyCFunction)ctx_info, METH_NOARGS,
 		"info() -> dict: job, rank, world, window, elems, narrow, "
-		"codec (its canonical spec), codec_name, codec_memory." },
+		"codec (its canonical spec), codec_name, codec_memory, "
+		"cuda_path (what a CUDA tensor's allreduce does: gpu-staged, "
+		"none, no-device, codec-not-on-gpu), cuda_segment, "
+		"cuda_staging." },
 	{ "stats", (PyCFunction)ctx_stats, METH_NOARGS,
 		"stats() -> dict: the context's counters (tally_ctx_stats)." },
 	{ "close", (PyCFunction)ctx_close, METH_NOARGS,

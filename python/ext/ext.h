@@ -28,6 +28,7 @@ struct ext_state {
 	PyObject_HEAD
 	struct tally_state *st;
 	Py_ssize_t n;
+	int cuda;			/* in device memory (for CUDA tensors) */
 };
 
 extern PyTypeObject ext_ctx_type;
@@ -51,6 +52,14 @@ int ext_ctx_enter(struct ext_ctx *c);
 
 /* Releases the lock ext_ctx_enter() took. */
 void ext_ctx_leave(struct ext_ctx *c);
+
+/*
+ * Context.allreduce_cuda(ptr, n, dtype, stream=0, state=None): the n
+ * float32 or int32 elements at device address ptr, in place, through
+ * libtally's GPU path on the CUDA stream handle stream (cuda.c).
+ */
+PyObject *ext_ctx_allreduce_cuda(struct ext_ctx *c, PyObject *args,
+	PyObject *kw);
 
 /* _tally.open() and _tally.open_direct(): new contexts. */
 PyObject *ext_open(PyObject *mod, PyObject *args, PyObject *kw);

@@ -87,7 +87,7 @@ PyInit__tally(void)
 	if (add_type(m, &ext_ctx_type, "Context") < 0 ||
 			add_type(m, &ext_state_type, "State") < 0)
 		goto fail;
-	if (PyModule_AddIntConstant(m, "HAVE_CUDA", TALLY_PY_HAVE_CUDA) < 0 ||
+	if (PyModule_AddIntConstant(m, "HAVE_CUDA", TALLY_HAVE_CUDA) < 0 ||
 			PyModule_AddStringConstant(m, "VERSION",
 				TALLY_VERSION) < 0)
 		goto fail;

@@ -8,13 +8,20 @@
  */
 #include <stdio.h>
 
+#include <tally/tally_cuda.h>
+
 #include "ext.h"
 
-/* State(ctx, n): tally_state_new() of n elements for ctx's codec. */
+/*
+ * State(ctx, n, cuda=False): tally_state_new() of n elements for ctx's
+ * codec; with cuda, tally_state_new_cuda() (device memory, for CUDA
+ * tensors; EOPNOTSUPP without libtally's CUDA path).
+ */
 static PyObject *
 state_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "ctx", "n", NULL };
+	static char *kwlist[] = { "ctx", "n", "cuda", NULL };
+	int cuda = 0;
 	struct tally_state *st = NULL;
 	struct ext_state *s;
 	struct ext_ctx *c;
@@ -22,17 +29,20 @@ state_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	Py_ssize_t n;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n:State", kwlist,
-			&ext_ctx_type, &c, &n))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|p:State", kwlist,
+			&ext_ctx_type, &c, &n, &cuda))
 		return NULL;
 	if (n <= 0)
 		return PyErr_Format(PyExc_ValueError, "tally: a State holds "
 			"1 or more elements, not %zd", n);
 	if (ext_ctx_enter(c) != 0)
 		return NULL;
-	rc = tally_state_new(c->ctx, (size_t)n, &st);
+	Py_BEGIN_ALLOW_THREADS
+	rc = cuda ? tally_state_new_cuda(c->ctx, (size_t)n, &st) :
+		tally_state_new(c->ctx, (size_t)n, &st);
 	if (rc < 0)
 		snprintf(why, sizeof(why), "%s", tally_ctx_error(c->ctx));
+	Py_END_ALLOW_THREADS
 	ext_ctx_leave(c);
 	if (rc < 0)
 		return ext_raise(rc, why);
@@ -43,6 +53,7 @@ state_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	}
 	s->st = st;
 	s->n = n;
+	s->cuda = cuda;
 	return (PyObject *)s;
 }
 
@@ -68,10 +79,11 @@ static PySequenceMethods state_seq = {
 PyTypeObject ext_state_type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "tally._tally.State",
-	.tp_doc = "State(ctx, n): the codec memory of one tensor of n "
-		"float32 elements (error-feedback residual, DGC momentum, "
-		"PowerSGD's Q), zeroed; pass it to allreduce(x, state=...) "
-		"with that tensor every time.",
+	.tp_doc = "State(ctx, n, cuda=False): the codec memory of one "
+		"tensor of n float32 elements (error-feedback residual, DGC "
+		"momentum, PowerSGD's Q), zeroed, in host memory or with "
+		"cuda=True in the current CUDA device's; pass it to "
+		"allreduce(x, state=...) with that tensor every time.",
 	.tp_basicsize = sizeof(struct ext_state),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_new = state_new,

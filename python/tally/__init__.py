@@ -20,6 +20,13 @@ tallyd or libtally gave.
 For codecs with memory (error feedback, DGC momentum, 2bit, PowerSGD)
 give each tensor its own ``tally.State`` and pass it every time.
 
+CUDA tensors (and any object with ``__cuda_array_interface__``) go
+through libtally's GPU path, tally_allreduce_cuda(): the job's codec
+encodes on the GPU into pinned staging, and the sums are decoded on
+torch's current CUDA stream, without a copy of the tensor to the host.
+A libtally without that path refuses them with tally.Error(EOPNOTSUPP);
+``ctx.info()["cuda_path"]`` says beforehand what a CUDA tensor meets.
+
 ``tally.torch`` has the DDP communication hook. docs/training.md is the
 guide.
 """
@@ -37,6 +44,21 @@ __all__ = ["open", "open_direct", "Context", "State", "Error", "HAVE_CUDA"]
 #: (tally_allreduce_cuda()). Without it a CUDA tensor is refused: tally
 #: never copies one to the host silently.
 HAVE_CUDA = bool(_tally.HAVE_CUDA)
+
+#: What each of libtally's cuda_path values means for a CUDA tensor
+#: (ctx.info()["cuda_tensors"]).
+_CUDA_PATHS = {
+    "gpu-staged": "reduced on the GPU: encoded there into pinned staging "
+                  "registered once, decoded on the caller's stream; no "
+                  "host copy",
+    "none": "refused (EOPNOTSUPP): this libtally has no CUDA path; tally "
+            "never copies a CUDA tensor to the host",
+    "no-device": "refused (ENODEV): no usable CUDA device or driver; "
+                 "tally never copies a CUDA tensor to the host",
+    "codec-not-on-gpu": "refused (EOPNOTSUPP): the job's codec has no GPU "
+                        "path; tally never copies a CUDA tensor to the "
+                        "host",
+}
 
 __version__ = _tally.VERSION
 
@@ -138,6 +160,57 @@ def _is_tensor(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def _no_cuda():
+    """The refusal of a CUDA tensor by a libtally without CUDA."""
+    return Error(_errno.EOPNOTSUPP, "this libtally has no CUDA path "
+                 "(tally_allreduce_cuda; build with -Dcuda=enabled); "
+                 "tally does not copy a CUDA tensor to the host behind "
+                 "your back: pass x.cpu() and copy the sums back")
+
+
+def _stream_handle(stream):
+    """A CUDA stream as the integer handle libtally takes: a
+    torch.cuda.Stream (its cuda_stream), an int, or None (0: the legacy
+    default stream)."""
+    if stream is None:
+        return 0
+    handle = getattr(stream, "cuda_stream", stream)
+    if not isinstance(handle, int) or handle < 0:
+        raise TypeError("tally: stream is a torch.cuda.Stream or a "
+                        "cudaStream_t handle (int), not %r" % (stream,))
+    return handle
+
+
+def _cuda_array(x):
+    """An object's __cuda_array_interface__ (CuPy, Numba) as (ptr, n,
+    dtype, stream handle or None), after checking what libtally can
+    take: float32 or int32, C-contiguous, writable."""
+    cai = x.__cuda_array_interface__
+    ptr, readonly = cai["data"]
+    typestr = cai["typestr"]
+    dtype = {"<f4": "float32", "<i4": "int32"}.get(typestr)
+    if dtype is None:
+        raise TypeError("tally: allreduce takes float32 or int32 "
+                        "elements, not %s" % typestr)
+    if readonly:
+        raise ValueError("tally: the buffer is read-only; allreduce "
+                         "writes the sums into it")
+    n = 1
+    for d in cai["shape"]:
+        n *= d
+    strides = cai.get("strides")
+    if strides is not None and n > 1:
+        want, step = [], 4
+        for d in reversed(cai["shape"]):
+            want.insert(0, step)
+            step *= d
+        if any(s != w for s, w, d in zip(strides, want, cai["shape"])
+               if d > 1):
+            raise ValueError("tally: the buffer is not contiguous; tally "
+                             "works in place and never copies")
+    return ptr, n, dtype, cai.get("stream")
+
+
 class Context:
     """One rank's membership of a job; made by tally.open().
 
@@ -152,48 +225,102 @@ class Context:
         self._c = c
         self._info = c.info()
         self._info["cuda"] = HAVE_CUDA
+        self._info["cuda_tensors"] = _CUDA_PATHS.get(
+            self._info["cuda_path"], self._info["cuda_path"])
 
-    def allreduce(self, x, state=None):
+    def allreduce(self, x, state=None, stream=None):
         """Sums x over every rank, in place, and returns x.
 
         x: a numpy array, a torch tensor, or any writable buffer, of
         float32 (summed through the job's codec) or int32 (summed
         exactly, wrapping), C-contiguous. state: the tally.State of this
-        tensor, for a codec with memory (float32 only). CUDA tensors need
-        a libtally with its CUDA path (info()["cuda"]); otherwise they
-        are refused with EOPNOTSUPP rather than copied.
+        tensor, for a codec with memory (float32 only; for a CUDA tensor
+        one made with cuda=True).
+
+        A CUDA tensor (or an object with __cuda_array_interface__) goes
+        through libtally's GPU path: encoded on the GPU into pinned
+        staging, decoded on stream (default: torch's current stream of
+        the tensor's device; for other objects, the interface's stream or
+        the legacy default stream). The call returns once the sums are
+        in and their decoding is enqueued on that stream: work enqueued
+        there afterwards sees them. A libtally without CUDA refuses it
+        with EOPNOTSUPP (info()["cuda_path"] says so beforehand), never
+        a silent copy to the host.
         """
         buf = x
         if _is_tensor(x):
             if x.device.type == "cuda":
-                return self._allreduce_cuda(x, state)
+                return self._allreduce_cuda(x, state, stream)
             if x.device.type != "cpu":
                 raise TypeError("tally: allreduce takes CPU or CUDA "
                                 "tensors, not %s ones" % x.device.type)
             buf = _torch_buffer(x)
+        elif hasattr(x, "__cuda_array_interface__"):
+            ptr, n, dtype, s = _cuda_array(x)
+            handle = _stream_handle(s if stream is None else stream)
+            if not HAVE_CUDA:
+                raise _no_cuda()
+            self._c.allreduce_cuda(ptr, n, dtype, handle,
+                                   self._dev_state(state))
+            return x
         self._c.allreduce(buf, None if state is None else state._s)
         return x
 
-    def _allreduce_cuda(self, x, state):
+    @staticmethod
+    def _dev_state(state):
+        return None if state is None else state._s
+
+    def _allreduce_cuda(self, x, state, stream):
         """A CUDA tensor: libtally's GPU path (tally_allreduce_cuda:
         encode on the GPU into registered host staging, decode on the
-        caller's stream) where this build has it."""
-        raise Error(_errno.EOPNOTSUPP, "this libtally has no CUDA path "
-                    "(tally_allreduce_cuda; build with -Dcuda=enabled); "
-                    "tally does not copy a CUDA tensor to the host behind "
-                    "your back: pass x.cpu() and copy the sums back")
+        caller's stream), with the tensor's device current."""
+        torch = _sys.modules["torch"]
+        if x.dtype not in (torch.float32, torch.int32):
+            raise TypeError("tally: allreduce takes float32 or int32 "
+                            "tensors, not %s" % x.dtype)
+        if x.layout != torch.strided:
+            raise TypeError("tally: allreduce takes dense tensors, not %s"
+                            % x.layout)
+        if not x.is_contiguous():
+            raise ValueError("tally: the tensor is not contiguous; tally "
+                             "works in place and never copies: pass "
+                             "x.contiguous() and copy the sums back")
+        if not HAVE_CUDA:
+            raise _no_cuda()
+        dtype = "float32" if x.dtype == torch.float32 else "int32"
+        with torch.cuda.device(x.device):
+            if stream is None:
+                stream = torch.cuda.current_stream(x.device)
+            self._c.allreduce_cuda(x.data_ptr(), x.numel(), dtype,
+                                   _stream_handle(stream),
+                                   self._dev_state(state))
+        return x
 
     def info(self):
         """The job as this context knows it: job (id at the dataplane),
         rank, world, window, elems, narrow, codec (canonical spec),
         codec_name, codec_memory (whether it keeps a State per tensor),
-        cuda (whether CUDA tensors are reduced on the GPU)."""
-        return dict(self._info)
+        cuda (whether this libtally has its CUDA path), cuda_path (what
+        a CUDA tensor's allreduce does, libtally's name: "gpu-staged",
+        "none", "no-device", "codec-not-on-gpu"), cuda_tensors (the same
+        in words), cuda_segment (elements a staged segment) and
+        cuda_staging (bytes of pinned staging held; 0 before the first
+        CUDA tensor)."""
+        i = dict(self._info)
+        try:
+            i["cuda_staging"] = self._c.info()["cuda_staging"]
+        except Error:  # closed: what it held last is gone
+            i["cuda_staging"] = 0
+        return i
 
     def stats(self):
         """The context's counters (tally_ctx_stats): packets_sent,
         retransmits, results, duplicates, nacks, bytes_sent,
-        bytes_received, bundled, stale, forged."""
+        bytes_received, bundled, stale, forged; for CUDA tensors
+        cuda_calls, cuda_segments, cuda_staged_bytes, cuda_wait_ns (the
+        host waiting for the GPU's encoding of a segment: what the double
+        buffering did not hide) and cuda_net_ns (segments in the
+        window)."""
         return self._c.stats()
 
     def close(self):
@@ -220,20 +347,37 @@ class Context:
 
 
 class State:
-    """The codec memory of one float32 tensor: State(ctx, n), n its
-    elements (or the tensor itself). Zeroed at first; pass it to
+    """The codec memory of one float32 tensor: State(ctx, n, cuda=None),
+    n its elements (or the tensor itself). Zeroed at first; pass it to
     ctx.allreduce(x, state=...) with that tensor every time. A tensor
     whose size changes needs a new State. It may outlive its context and
-    serve a context opened again for the same job."""
+    serve a context opened again for the same job.
 
-    def __init__(self, ctx, n):
+    cuda: keep it in GPU memory, for a CUDA tensor (tally_state_new_cuda,
+    on the current CUDA device; EOPNOTSUPP without libtally's CUDA path).
+    None: when n is a CUDA tensor (made on its device)."""
+
+    def __init__(self, ctx, n, cuda=None):
+        if cuda is None:
+            cuda = _is_tensor(n) and n.device.type == "cuda"
+        if cuda and not HAVE_CUDA:
+            raise _no_cuda()
         if not isinstance(n, int):
+            dev = n.device if _is_tensor(n) and cuda else None
             n = int(n.numel()) if _is_tensor(n) else int(n.size)
-        self._s = _tally.State(ctx._c, n)
+        else:
+            dev = None
+        if dev is not None:
+            with _sys.modules["torch"].cuda.device(dev):
+                self._s = _tally.State(ctx._c, n, cuda=True)
+        else:
+            self._s = _tally.State(ctx._c, n, cuda=bool(cuda))
         self.n = n
+        self.cuda = bool(cuda)
 
     def __len__(self):
         return self.n
 
     def __repr__(self):
-        return "<tally.State of %d elements>" % self.n
+        return "<tally.State of %d elements%s>" % (
+            self.n, " on the GPU" if self.cuda else "")

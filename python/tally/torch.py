@@ -23,6 +23,15 @@ states made from then on are kept for the rest of the run. torch's own
 PowerSGD hook loses the same first-iteration memory (it starts at
 start_powerSGD_iter >= 2 for that reason).
 
+CUDA buckets go through libtally's GPU path (tally_allreduce_cuda: the
+codec encodes on the GPU into pinned staging, no host copy), on the CUDA
+stream that was current when DDP called the hook (the one backward
+filled the bucket on): the thread divides and reduces on that stream,
+with the bucket's device current, and the future (made for that device)
+is completed there, so DDP's later work waits for the sums. Their codec
+memory is a State in GPU memory. ctx.info()["cuda_tensors"] says what a
+CUDA bucket meets; without libtally's CUDA path it is refused.
+
 Any error (of libtally, of tallyd, a closed context, a CUDA tensor
 without libtally's CUDA path) completes the bucket's future with the
 exception, which DDP raises from backward(); the hook never hangs.
@@ -74,8 +83,15 @@ class HookState:
     def submit(self, index, key, tensor):
         """Queues tensor, bucket number index (whose layout key
         identifies), for the background thread; returns the Future that
-        thread completes with the tensor reduced in place."""
-        fut = torch.futures.Future()
+        thread completes with the tensor reduced in place. A CUDA
+        tensor's future is made for its device, and the thread works on
+        the stream current now (the caller's)."""
+        stream = None
+        if tensor.device.type == "cuda" and tally.HAVE_CUDA:
+            stream = torch.cuda.current_stream(tensor.device)
+            fut = torch.futures.Future(devices=[tensor.device])
+        else:
+            fut = torch.futures.Future()
         with self._lock:
             if self._closed:
                 fut.set_exception(tally.Error(errno.EBADF,
@@ -85,7 +101,7 @@ class HookState:
                 self._thread = threading.Thread(target=self._run,
                                                 name=self.name, daemon=True)
                 self._thread.start()
-            self._queue.put((index, key, tensor, fut))
+            self._queue.put((index, key, tensor, stream, fut))
         return fut
 
     def close(self):
@@ -100,25 +116,27 @@ class HookState:
         if thread is not None:
             thread.join()
 
-    def _state(self, index, key, n):
-        """The bucket's State: kept while its layout key stays, made
-        afresh when DDP's rebuild changed it."""
+    def _state(self, index, key, t):
+        """The bucket's State (in GPU memory for a CUDA bucket): kept
+        while its layout key stays, made afresh when DDP's rebuild
+        changed it."""
         if self._keys.get(index) != key:
             if index in self.states:
                 self.rebuilt += 1
-            self.states[index] = tally.State(self.ctx, n)
+            self.states[index] = tally.State(self.ctx, t)
             self._keys[index] = key
         return self.states[index]
 
-    def _reduce(self, index, key, t):
-        """The average of bucket t over the ranks, in place."""
+    def _reduce(self, index, key, t, stream):
+        """The average of bucket t over the ranks, in place; a CUDA
+        bucket on stream."""
         if t.device.type == "cuda" and not tally.HAVE_CUDA:
             # ctx.allreduce says the same; said here before dividing.
             return self.ctx.allreduce(t)
         if self.divide:
             t.div_(self.world)
-        st = self._state(index, key, t.numel()) if self.memory else None
-        self.ctx.allreduce(t, state=st)
+        st = self._state(index, key, t) if self.memory else None
+        self.ctx.allreduce(t, state=st, stream=stream)
         return t
 
     def _run(self):
@@ -127,15 +145,26 @@ class HookState:
             item = self._queue.get()
             if item is None:
                 return
-            index, key, t, fut = item
-            try:
-                self._reduce(index, key, t)
-            except Exception as e:  # completes the future, never hangs
-                self.errors += 1
-                fut.set_exception(e)
+            index, key, t, stream, fut = item
+            if stream is None:
+                self._complete(index, key, t, None, fut)
                 continue
-            self.buckets += 1
-            fut.set_result(t)
+            # The caller's device and stream: the division, the codec's
+            # kernels and the future's completion event all go there.
+            with torch.cuda.device(t.device), torch.cuda.stream(stream):
+                self._complete(index, key, t, stream, fut)
+
+    def _complete(self, index, key, t, stream, fut):
+        """Reduces bucket t and completes its future, with the result
+        or the exception."""
+        try:
+            self._reduce(index, key, t, stream)
+        except Exception as e:  # completes the future, never hangs
+            self.errors += 1
+            fut.set_exception(e)
+            return
+        self.buckets += 1
+        fut.set_result(t)
 
 
 def _layout(bucket):

@@ -13,6 +13,9 @@
  * ranks start their allreduces together) and checks every iteration's
  * result against it. With --scale-exp, the f32 results are also held to
  * the documented precision of <tally/fixp.h> against the exact sums.
+ * With --cuda the tensor lives in GPU memory and goes through
+ * tally_allreduce_cuda() (<tally/tally_cuda.h>): the same references
+ * check the device path's result.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,9 +30,11 @@
 #include <tally/fixp.h>
 #include <tally/proto.h>
 #include <tally/tally.h>
+#include <tally/tally_cuda.h>
 
 #include "bench.h"
 #include "codec_ref.h"
+#include "cudabuf.h"
 #include "../gpu/fixp_bound.h"
 
 #define BENCH_EXIT_ERROR	3	/* an allreduce failed */
@@ -75,6 +80,7 @@ struct ar_opts {
 	int scale_exp;			/* f32 tensors times 2^scale_exp */
 	int vary;			/* iteration k's tensors: seed + k */
 	int auth;			/* keys given: an authenticated job */
+	int cuda;			/* --cuda: the tensor in GPU memory */
 	struct tally_auth_keys keys;	/* $TALLY_AUTH_KEYS */
 };
 
@@ -100,6 +106,7 @@ struct ar_run {
 	char check[160];
 	struct tally_ctx_stats st;
 	struct tally_ctx_info info;	/* the context's job and codec */
+	struct bench_cuda *dev;	/* --cuda: the tensor on the device */
 };
 
 static const struct option long_opts[] = {
@@ -129,6 +136,7 @@ static const struct option long_opts[] = {
 	{ "no-barrier", no_argument, NULL, 'B' },
 	{ "scale-exp", required_argument, NULL, 'X' },
 	{ "vary", no_argument, NULL, 'V' },
+	{ "cuda", no_argument, NULL, 'G' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -210,6 +218,10 @@ usage(FILE *f)
 		"  --seed S                 seed of the tensors (default 1)\n"
 		"  --vary                   new tensors every iteration "
 		"(seed + k)\n"
+		"  --cuda                   the tensor in GPU memory (device "
+		"0), through\n"
+		"                           tally_allreduce_cuda() on a "
+		"stream of its own\n"
 		"  --json                   print one JSON object\n"
 		"  -h, --help               this text\n\n"
 		"exit: 0 ok, 1 result differs from the reference, 2 usage, "
@@ -385,6 +397,9 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 		return bench_parse_uint("reopen", arg, 0, 1000, &o->reopen);
 	case 'B':
 		o->no_barrier = 1;
+		return 0;
+	case 'G':
+		o->cuda = 1;
 		return 0;
 	case 'V':
 		o->vary = 1;
@@ -769,6 +784,45 @@ barrier(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
 }
 
 /*
+ * One allreduce of the tensor (its input in place): a->buf on the host,
+ * or with --cuda the device buffer, on its stream, waited for (the
+ * decoding is part of the allreduce). Returns 0 or a negative errno.
+ */
+static int
+reduce(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
+{
+	struct bench_cuda *d = a->dev;
+	int rc;
+
+	if (!o->cuda)
+		return o->f32 ? tally_allreduce(ctx, a->buf, a->n) :
+			tally_allreduce_i32(ctx, a->buf, a->n);
+	rc = o->f32 ? tally_allreduce_cuda(ctx, d->d_buf, a->n, d->stream) :
+		tally_allreduce_i32_cuda(ctx, d->d_buf, a->n, d->stream);
+	return rc != 0 ? rc : bench_cuda_sync(d);
+}
+
+/*
+ * --cuda: moves the tensor between a->buf and the device (to it: put
+ * 1), untimed. Returns 0, or the error with a->check saying so.
+ */
+static int
+device_copy(const struct ar_opts *o, struct ar_run *a, int put)
+{
+	int rc;
+
+	if (!o->cuda)
+		return 0;
+	rc = put ? bench_cuda_put(a->dev, a->buf, a->n * 4) :
+		bench_cuda_get(a->dev, a->buf, a->n * 4);
+	if (rc != 0)
+		snprintf(a->check, sizeof(a->check), "copying the tensor %s "
+			"the device failed (%s)", put ? "to" : "from",
+			strerror(-rc));
+	return rc;
+}
+
+/*
  * The timed part: --iters allreduces, input restored before each. With
  * --reopen, a failed one is redone on a context joined afresh.
  */
@@ -791,6 +845,8 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 			gen(&v, (unsigned int)o->rank, 0, a->n, a->input);
 		}
 		memcpy(a->buf, a->input, a->n * 4);
+		if ((rc = device_copy(o, a, 1)) != 0)
+			return rc;
 		/*
 		 * The ranks start together, as the peers' benchmarks do
 		 * (a barrier, then the clock).
@@ -801,8 +857,7 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 		t0 = bench_now_ns();
 		/* f32 goes through the job's codec (fixp: the f32 sum). */
 		if (rc == 0)
-			rc = o->f32 ? tally_allreduce(ctx, a->buf, a->n) :
-				tally_allreduce_i32(ctx, a->buf, a->n);
+			rc = reduce(o, ctx, a);
 		a->secs[it] = (double)(bench_now_ns() - t0) * 1e-9;
 		/*
 		 * And a barrier after the clock: this rank hashes its result
@@ -840,6 +895,8 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 				tally_ctx_error(ctx));
 			return rc;
 		}
+		if ((rc = device_copy(o, a, 0)) != 0)
+			return rc;
 		a->digest[it] = fnv1a64(a->buf, a->n * 4);
 		if (it == 0 || a->secs[it] < a->best)
 			a->best = a->secs[it];
@@ -1083,6 +1140,32 @@ goodput(const struct ar_opts *o, const struct ar_run *a)
 	return a->best > 0 ? (double)o->size * 8 / a->best * 1e-9 : 0.0;
 }
 
+/*
+ * --cuda: the device, the path the context took and its staging, and the
+ * device counters (wait / net: the share of the network time the host
+ * spent waiting for the GPU's encoding, what the double buffering did
+ * not hide).
+ */
+static void
+print_cuda(const struct ar_run *a)
+{
+	const struct tally_ctx_stats *s = &a->st;
+
+	printf("cuda: %s, path %s, segment %u elements, staging %llu B\n",
+		a->dev != NULL ? a->dev->device : "?",
+		tally_cuda_path_name(a->info.cuda_path),
+		(unsigned int)a->info.cuda_segment,
+		(unsigned long long)a->info.cuda_staging);
+	printf("cuda stats: calls %llu, segments %llu, staged_bytes %llu, "
+		"wait_ns %llu, net_ns %llu, wait/net %.4f\n",
+		(unsigned long long)s->cuda_calls,
+		(unsigned long long)s->cuda_segments,
+		(unsigned long long)s->cuda_staged_bytes,
+		(unsigned long long)s->cuda_wait_ns,
+		(unsigned long long)s->cuda_net_ns, s->cuda_net_ns > 0 ?
+		(double)s->cuda_wait_ns / (double)s->cuda_net_ns : 0.0);
+}
+
 static void
 print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 {
@@ -1104,6 +1187,8 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		o->elems ? o->elems : TALLY_DEFAULT_ELEMS,
 		o->window ? o->window : 64,
 		o->timeout_ms ? o->timeout_ms : 5000, o->seed);
+	if (o->cuda)
+		print_cuda(a);
 	for (it = 0; it < o->iters && ok; it++)
 		printf("iter %lu: %.6f s\n", it + 1, a->secs[it]);
 	if (ok) {
@@ -1184,6 +1269,23 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->probes,
 		(unsigned long long)s->timeouts,
 		(unsigned long long)s->spurious);
+	if (o->cuda) {
+		printf("\"cuda\":{\"device\":");
+		bench_json_string(stdout, a->dev != NULL ? a->dev->device :
+			"?");
+		printf(",\"path\":\"%s\",\"segment\":%u,\"staging\":%llu,"
+			"\"calls\":%llu,\"segments\":%llu,"
+			"\"staged_bytes\":%llu,\"wait_ns\":%llu,"
+			"\"net_ns\":%llu},",
+			tally_cuda_path_name(a->info.cuda_path),
+			(unsigned int)a->info.cuda_segment,
+			(unsigned long long)a->info.cuda_staging,
+			(unsigned long long)a->st.cuda_calls,
+			(unsigned long long)a->st.cuda_segments,
+			(unsigned long long)a->st.cuda_staged_bytes,
+			(unsigned long long)a->st.cuda_wait_ns,
+			(unsigned long long)a->st.cuda_net_ns);
+	}
 	if (o->have_scale && a->bound > 0.0)
 		printf("\"scale_exp\":%d,\"worst_error\":%.6g,"
 			"\"error_bound\":%.6g,", o->scale_exp, a->worst,
@@ -1200,6 +1302,7 @@ free_run(struct ar_run *a)
 	free(a->input);
 	free(a->secs);
 	free(a->digest);
+	bench_cuda_free(a->dev);
 }
 
 int
@@ -1226,14 +1329,20 @@ bench_allreduce(int argc, char **argv)
 		return BENCH_EXIT_ERROR;
 	}
 	gen(&o, (unsigned int)o.rank, 0, a.n, a.input);
+	if (o.cuda && bench_cuda_new(a.n * 4, &a.dev) != 0) {
+		free_run(&a);
+		return BENCH_EXIT_ERROR;
+	}
 	if (open_ctx(&o, &ctx) != 0) {
 		free_run(&a);
 		return BENCH_EXIT_ERROR;
 	}
 	tally_ctx_info(ctx, &a.info);
 	rc = run_iters(&o, &ctx, &a);
-	if (ctx != NULL)
+	if (ctx != NULL) {
 		tally_ctx_stats(ctx, &a.st);
+		tally_ctx_info(ctx, &a.info);	/* with its staging now */
+	}
 	tally_ctx_close(ctx);
 	if (rc == 0)
 		rc = check(&o, &a) == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;

@@ -367,3 +367,128 @@ def test_token_from_environment(monkeypatch, tmp_path):
     with pytest.raises(tally.Error) as e:
         tally.open("tally://127.0.0.1:1/job", b"0" * 64, join_timeout=2)
     assert e.value.errno == errno.ECONNREFUSED
+
+
+class _DeviceArray:
+    """A float32 array in GPU memory as CuPy or Numba show one
+    (__cuda_array_interface__, version 3), at a device address that is
+    never valid on the host: a host copy of it would crash, so only
+    libtally's GPU path can take it."""
+
+    def __init__(self, n, typestr="<f4", stream=None, readonly=False):
+        self.__cuda_array_interface__ = {
+            "version": 3, "shape": (n,), "typestr": typestr,
+            "data": (0x7f0000001000, readonly), "strides": None,
+            "stream": stream}
+
+
+def test_info_says_what_cuda_tensors_meet():
+    """info()["cuda_path"] is libtally's answer for this build and
+    machine, and cuda_tensors says it in words: never a host copy."""
+    with Loop(1) as loop, loop.open(0) as ctx:
+        i = ctx.info()
+        if not tally.HAVE_CUDA:
+            assert i["cuda_path"] == "none" and i["cuda_segment"] == 0
+            assert "EOPNOTSUPP" in i["cuda_tensors"]
+        else:
+            assert i["cuda_path"] in ("gpu-staged", "no-device")
+            assert i["cuda_segment"] == 1 << 20
+        if i["cuda_path"] == "gpu-staged":
+            assert "no host copy" in i["cuda_tensors"]
+        else:
+            assert "never copies a CUDA tensor to the host" in \
+                i["cuda_tensors"]
+        assert i["cuda_staging"] == 0
+        s = ctx.stats()
+        assert s["cuda_calls"] == 0 and s["cuda_wait_ns"] == 0
+
+
+def test_codec_without_gpu_path_in_info():
+    """A job whose codec has no GPU path (sparse) says so in info() where
+    libtally has a device; a build without CUDA says none."""
+    with Loop(1, codec="sparse,density=0.05") as loop, loop.open(0) as c:
+        path = c.info()["cuda_path"]
+        assert path in ({"none"} if not tally.HAVE_CUDA else
+                        {"codec-not-on-gpu", "no-device"})
+
+
+@pytest.mark.parametrize("dtype", ["<f4", "<i4"])
+def test_cuda_array_goes_to_libtally_gpu_path(dtype):
+    """An array in GPU memory reaches libtally's tally_allreduce_cuda()
+    (with the interface's stream), which refuses it here for the reason
+    info() gave (no CUDA: EOPNOTSUPP; no device: ENODEV, libtally's
+    sentence); nothing is sent and nothing is copied to the host."""
+    with Loop(1) as loop, loop.open(0) as ctx:
+        path = ctx.info()["cuda_path"]
+        if path == "gpu-staged":
+            pytest.skip("a usable GPU here: test_cuda.py covers it")
+        x = _DeviceArray(257, dtype, stream=1)
+        with pytest.raises(tally.Error) as e:
+            ctx.allreduce(x)
+        if path == "none":
+            assert e.value.errno == errno.EOPNOTSUPP
+            assert "no CUDA path" in e.value.strerror
+        else:
+            assert e.value.errno == errno.ENODEV
+            assert "device" in e.value.strerror
+        s = ctx.stats()
+        assert s["packets_sent"] == 0 and s["cuda_calls"] == 0
+        # The context is still usable: nothing started.
+        y = np.arange(5, dtype=np.float32)
+        ctx.allreduce(y)
+        assert y.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_cuda_array_checks():
+    """What libtally cannot take is refused before it is reached."""
+    with Loop(1) as loop, loop.open(0) as ctx:
+        with pytest.raises(TypeError):
+            ctx.allreduce(_DeviceArray(4, "<f8"))
+        with pytest.raises(ValueError):
+            ctx.allreduce(_DeviceArray(4, readonly=True))
+        with pytest.raises(TypeError):
+            ctx.allreduce(_DeviceArray(4), stream="s")
+
+
+def test_cuda_state_needs_the_gpu_path():
+    """A State in GPU memory: EOPNOTSUPP without CUDA, ENODEV without a
+    device; a host State with a device array is refused."""
+    with Loop(1, codec="q8,ef=1") as loop, loop.open(0) as ctx:
+        path = ctx.info()["cuda_path"]
+        if path == "gpu-staged":
+            pytest.skip("a usable GPU here: test_cuda.py covers it")
+        with pytest.raises(tally.Error) as e:
+            tally.State(ctx, 10, cuda=True)
+        assert e.value.errno == (errno.EOPNOTSUPP if path == "none" else
+                                 errno.ENODEV)
+        if tally.HAVE_CUDA:
+            with pytest.raises(ValueError, match="cuda=True"):
+                ctx.allreduce(_DeviceArray(10),
+                              state=tally.State(ctx, 10))
+
+
+def test_cuda_tensor_refused_without_cuda_path():
+    """Without libtally's CUDA path a CUDA tensor is refused with
+    EOPNOTSUPP, untouched, and nothing is sent: no silent host copy.
+    (torch here has no CUDA: the tensor says it is on cuda:0.)"""
+    torch = pytest.importorskip("torch")
+    if tally.HAVE_CUDA:
+        pytest.skip("libtally has its CUDA path; torch.cuda tests are in "
+                    "test_cuda.py")
+
+    class OnCuda(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    x = torch.arange(8, dtype=torch.float32).as_subclass(OnCuda)
+    with Loop(1) as loop, loop.open(0) as ctx:
+        assert ctx.info()["cuda_path"] == "none"
+        with pytest.raises(tally.Error) as e:
+            ctx.allreduce(x)
+        assert e.value.errno == errno.EOPNOTSUPP
+        assert "does not copy a CUDA tensor" in e.value.strerror
+        assert ctx.stats()["packets_sent"] == 0
+        with pytest.raises(tally.Error):
+            tally.State(ctx, x)
+    assert torch.Tensor(x).tolist() == list(range(8))

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""CUDA tensors through tally on a real GPU, against loopagg (the real
+engine on 127.0.0.1): Context.allreduce on a CUDA tensor runs libtally's
+GPU path (tally_allreduce_cuda: encoded on the GPU into pinned staging,
+decoded on torch's current stream) and every rank's result equals, bit
+for bit, what the host path gives for the same tensors, call after call,
+codec memory included; the stream that was current is the one the sums
+land on; the DDP hook reduces CUDA buckets the same way. Skipped, visibly,
+where torch has no usable CUDA device or libtally no CUDA path."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tally  # noqa: E402
+import tally.torch  # noqa: E402
+from loop import Loop, run_ranks  # noqa: E402
+
+if not tally.HAVE_CUDA:
+    pytest.skip("this libtally has no CUDA path (-Dcuda=disabled)",
+                allow_module_level=True)
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device (torch.cuda.is_available() is False)",
+                allow_module_level=True)
+
+WORLD = 3
+
+
+def _inputs(n, seed, dtype=torch.float32):
+    """Each rank's tensor on the CPU: mixed magnitudes, or any int32."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.int32:
+        return [torch.randint(-2**31, 2**31 - 1, (n,), generator=g,
+                              dtype=torch.int64).to(torch.int32)
+                for _ in range(WORLD)]
+    return [torch.randn(n, generator=g) *
+            torch.exp2(torch.randint(-8, 4, (n,), generator=g).float())
+            for _ in range(WORLD)]
+
+
+def _both(codec, n, calls, dtype=torch.float32, memory=False):
+    """The same calls on the host path and on the GPU path, each through
+    its own loopagg job: returns [call][rank] (host, device) results."""
+    out = []
+    with Loop(WORLD, codec=codec) as lh, Loop(WORLD, codec=codec,
+                                              job=8) as ld:
+        hc, dc = lh.open_all(), ld.open_all()
+        hs = [tally.State(c, n) if memory else None for c in hc]
+        ds = [tally.State(c, torch.empty(n, device="cuda"))
+              if memory else None for c in dc]
+        for k in range(calls):
+            ins = _inputs(n, 100 * k + n, dtype)
+            xh = [t.clone() for t in ins]
+            xd = [t.cuda() for t in ins]
+            run_ranks(WORLD, lambda r: hc[r].allreduce(xh[r], state=hs[r]))
+            run_ranks(WORLD, lambda r: dc[r].allreduce(xd[r], state=ds[r]))
+            torch.cuda.synchronize()
+            out.append([(xh[r], xd[r].cpu()) for r in range(WORLD)])
+        info, stats = dc[0].info(), dc[0].stats()
+        for c in hc + dc:
+            c.close()
+    return out, info, stats
+
+
+def _same_bits(a, b):
+    return a.numpy().tobytes() == b.numpy().tobytes()
+
+
+@pytest.mark.parametrize("n", [0, 1, 257, 10007, 3 * (1 << 20) + 7])
+def test_fixp_equals_host_bit_for_bit(n):
+    out, info, stats = _both(None, n, 2)
+    for call in out:
+        for h, d in call:
+            assert _same_bits(h, d)
+    assert info["cuda_path"] == "gpu-staged"
+    assert stats["cuda_calls"] == (2 if n else 0)
+    if n > 0:
+        assert info["cuda_staging"] > 0 and stats["cuda_segments"] >= 2
+
+
+def test_int32_exact():
+    out, _, _ = _both(None, 10007, 1, dtype=torch.int32)
+    for h, d in out[0]:
+        assert _same_bits(h, d)
+
+
+@pytest.mark.parametrize("codec,memory", [
+    ("q8,seed=5", False), ("q4,seed=9", False), ("ternary,seed=3", False),
+    ("q8,ef=1,seed=6", True), ("2bit,threshold=0.25", True),
+    ("randk,density=0.05,ef=1", True), ("powersgd", True)])
+def test_codecs_equal_host_bit_for_bit(codec, memory):
+    """The draws change every call, and the memory carries over: three
+    calls, each the host path's bits."""
+    out, _, _ = _both(codec, 40009, 3, memory=memory)
+    for k, call in enumerate(out):
+        for r, (h, d) in enumerate(call):
+            assert _same_bits(h, d), (codec, k, r)
+
+
+def test_sums_land_on_the_current_stream():
+    """The tensor is written on a side stream and reduced with that
+    stream current: libtally reads it after that work and decodes on
+    it, so work queued there next sees the sums."""
+    n = 1 << 20
+    ins = _inputs(n, 7)
+    with Loop(WORLD) as lh, Loop(WORLD, job=8) as ld:
+        hc, dc = lh.open_all(), ld.open_all()
+        xh = [t.clone() for t in ins]
+        run_ranks(WORLD, lambda r: hc[r].allreduce(xh[r]))
+
+        def rank(r):
+            s = torch.cuda.Stream()
+            src = ins[r].pin_memory()
+            with torch.cuda.stream(s):
+                x = torch.empty(n, device="cuda")
+                x.copy_(src, non_blocking=True)
+                torch.cuda._sleep(1 << 24)   # the copy lags behind
+                dc[r].allreduce(x)
+                y = x * 1.0                  # queued after the decoding
+            s.synchronize()
+            return y.cpu()
+
+        ys = run_ranks(WORLD, rank)
+        for c in hc + dc:
+            c.close()
+    for r in range(WORLD):
+        assert _same_bits(xh[r], ys[r])
+
+
+def test_hook_reduces_cuda_buckets_on_the_gpu():
+    """The DDP hook on CUDA buckets: the futures' averages are the host
+    hook's bits; codec memory in GPU States per bucket."""
+    from test_hook import Bucket
+    sizes = [1000, 70001]
+    params = [torch.zeros(n) for n in sizes]   # the buckets' layout keys
+    results = {}
+    for where in ("cpu", "cuda"):
+        with Loop(WORLD, codec="q8,ef=1,seed=2") as loop:
+            ctxs = loop.open_all()
+
+            def rank(r):
+                hs = tally.torch.HookState(ctxs[r])
+                got = []
+                for it in range(2):
+                    bufs = [t.to(where) for t in _inputs(sum(sizes), it)[r]
+                            .split(sizes)]
+                    futs = [tally.torch.allreduce_hook(
+                        hs, Bucket(i, b, [params[i]]))
+                        for i, b in enumerate(bufs)]
+                    got += [f.wait().cpu() for f in futs]
+                hs.close()
+                return got, {i: s.cuda for i, s in hs.states.items()}
+
+            results[where] = run_ranks(WORLD, rank)
+            for c in ctxs:
+                c.close()
+    for r in range(WORLD):
+        (gh, _), (gd, states) = results["cpu"][r], results["cuda"][r]
+        assert all(_same_bits(a, b) for a, b in zip(gh, gd))
+        assert states and all(states.values())
