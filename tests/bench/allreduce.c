@@ -75,6 +75,7 @@ struct ar_opts {
 					 * noise x the rank's own; < 0: the
 					 * rank's own alone */
 	unsigned long pause_ms;		/* between iterations */
+	unsigned long watch_pid;	/* --watch-pid: its CPU a call */
 	int no_barrier;			/* time without a barrier first */
 	int have_scale;			/* --scale-exp given: */
 	int scale_exp;			/* f32 tensors times 2^scale_exp */
@@ -97,6 +98,7 @@ struct ar_run {
 	void *buf;		/* the tensor, reduced in place */
 	void *input;		/* rank's input; later the reference */
 	double *secs;		/* [iters] */
+	struct bench_cpu *cpu;	/* [iters]: CPU during each timed call */
 	uint64_t *digest;	/* [iters] */
 	uint64_t ref_digest;
 	double best;
@@ -130,6 +132,7 @@ static const struct option long_opts[] = {
 	{ "url", required_argument, NULL, 'U' },
 	{ "reopen", required_argument, NULL, 'R' },
 	{ "pause-ms", required_argument, NULL, 'P' },
+	{ "watch-pid", required_argument, NULL, 'p' },
 	{ "codec", required_argument, NULL, 'C' },
 	{ "narrow", no_argument, NULL, 'N' },
 	{ "noise", required_argument, NULL, 'O' },
@@ -184,6 +187,10 @@ usage(FILE *f)
 		"                           redo it, up to N times (--url "
 		"only)\n"
 		"  --pause-ms N             sleep between iterations\n"
+		"  --watch-pid PID          also count PID's CPU seconds "
+		"during each\n"
+		"                           timed allreduce (--json: "
+		"watch_cpu_s)\n"
 		"  --no-barrier             start each timed allreduce "
 		"without a\n"
 		"                           barrier (a 1-element allreduce) "
@@ -420,6 +427,9 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 'P':
 		return bench_parse_uint("pause-ms", arg, 0, 3600000,
 			&o->pause_ms);
+	case 'p':
+		return bench_parse_uint("watch-pid", arg, 1, 4194304,
+			&o->watch_pid);
 	case 'X': {
 		long v;
 		char *tail;
@@ -834,6 +844,7 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 
 	for (it = 0; it < o->iters; it++) {
 		struct tally_ctx *ctx = *ctxp;
+		struct bench_cpu c0, c1;
 		uint64_t t0;
 
 		if (it > 0 && o->pause_ms > 0)
@@ -854,11 +865,14 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 		rc = o->no_barrier ? 0 : barrier(o, ctx, a);
 		if (rc == -EPROTO)
 			return rc;
+		bench_cpu_sample(&c0, (long)o->watch_pid);
 		t0 = bench_now_ns();
 		/* f32 goes through the job's codec (fixp: the f32 sum). */
 		if (rc == 0)
 			rc = reduce(o, ctx, a);
 		a->secs[it] = (double)(bench_now_ns() - t0) * 1e-9;
+		bench_cpu_sample(&c1, (long)o->watch_pid);
+		bench_cpu_delta(&c0, &c1, &a->cpu[it]);
 		/*
 		 * And a barrier after the clock: this rank hashes its result
 		 * only once every rank has stopped its clock, so one rank's
@@ -1224,6 +1238,31 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		printf("error: %s\n", a->check);
 }
 
+/*
+ * The CPU of each timed call, after "seconds": this process's CPU
+ * seconds, the machine's busy and total ticks, and with --watch-pid the
+ * watched process's CPU seconds (-1: unreadable). Ends inside the
+ * "watch_cpu_s" (or "host_ticks") array, as "seconds" is left.
+ */
+static void
+print_cpu(const struct ar_opts *o, const struct ar_run *a)
+{
+	unsigned long it;
+
+	printf("],\"cpu_s\":[");
+	for (it = 0; it < o->iters; it++)
+		printf("%s%.6f", it ? "," : "", a->cpu[it].proc_s);
+	printf("],\"host_ticks\":[");
+	for (it = 0; it < o->iters; it++)
+		printf("%s[%llu,%llu]", it ? "," : "", a->cpu[it].host_busy,
+			a->cpu[it].host_total);
+	if (o->watch_pid == 0)
+		return;
+	printf("],\"watch_cpu_s\":[");
+	for (it = 0; it < o->iters; it++)
+		printf("%s%.3f", it ? "," : "", a->cpu[it].watch_s);
+}
+
 static void
 print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 {
@@ -1244,6 +1283,7 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		printf(",\"seconds\":[");
 		for (it = 0; it < o->iters; it++)
 			printf("%s%.6f", it ? "," : "", a->secs[it]);
+		print_cpu(o, a);
 		printf("],\"best_s\":%.6f,\"goodput_gbps\":%.4f,"
 			"\"digest\":\"%016llx\"", a->best,
 			goodput(o, a),
@@ -1301,6 +1341,7 @@ free_run(struct ar_run *a)
 	free(a->buf);
 	free(a->input);
 	free(a->secs);
+	free(a->cpu);
 	free(a->digest);
 	bench_cuda_free(a->dev);
 }
@@ -1321,8 +1362,9 @@ bench_allreduce(int argc, char **argv)
 	a.input = malloc(a.n * 4 + 4);
 	a.secs = calloc(o.iters, sizeof(*a.secs));
 	a.digest = calloc(o.iters, sizeof(*a.digest));
+	a.cpu = calloc(o.iters, sizeof(*a.cpu));
 	if (a.buf == NULL || a.input == NULL || a.secs == NULL ||
-			a.digest == NULL) {
+			a.digest == NULL || a.cpu == NULL) {
 		fprintf(stderr, "tally-bench allreduce: out of memory for "
 			"%llu B\n", o.size);
 		free_run(&a);

@@ -61,6 +61,23 @@ int bench_token_read(const char *path, char *out, size_t cap);
 /* Writes s to f as a JSON string, quotes included. */
 void bench_json_string(FILE *f, const char *s);
 
+/*
+ * cpustat.c: CPU accounting around a timed call. proc_s: this process's
+ * CPU seconds (every thread); host_busy, host_total: the machine's
+ * /proc/stat ticks (busy: all but idle and iowait); watch_s: a watched
+ * process's CPU seconds, -1 when none or unreadable.
+ */
+struct bench_cpu {
+	double proc_s;
+	unsigned long long host_busy;
+	unsigned long long host_total;
+	double watch_s;
+};
+
+void bench_cpu_sample(struct bench_cpu *c, long watch_pid);
+void bench_cpu_delta(const struct bench_cpu *a, const struct bench_cpu *b,
+	struct bench_cpu *d);
+
 /* passes.c: a side's best and worst timed pass (best_ns 0: none yet). */
 struct bench_side {
 	uint64_t best_ns;

@@ -34,6 +34,7 @@
 extern char **environ;
 
 static const char *bench_path;
+static char watch_pid[16];	/* non-empty: ranks get --json --watch-pid */
 
 /* One tally-bench process. */
 struct proc {
@@ -70,7 +71,7 @@ spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
 	const char *type, const char *size, const char *scale)
 {
 	char dp[32], rank[8], wstr[8], env_token[40], path[64];
-	char *argv[26] = {
+	char *argv[30] = {
 		(char *)bench_path, "allreduce", "--dp", dp, "--job", "5",
 		"--rank", rank, "--world", wstr,
 		"--type", (char *)type, "--size", (char *)size,
@@ -87,6 +88,11 @@ spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
 	if (r % 2) {
 		argv[n++] = "--token-file";
 		argv[n++] = path;
+	}
+	if (watch_pid[0] != '\0') {
+		argv[n++] = "--json";
+		argv[n++] = "--watch-pid";
+		argv[n++] = watch_pid;
 	}
 	argv[n] = NULL;
 
@@ -241,6 +247,51 @@ missing_rank_exits_3(void **state)
 	}
 }
 
+/*
+ * --json --watch-pid PID: each timed call's CPU, this rank's and PID's
+ * (here the test, busy in loopagg's thread), and the machine's ticks,
+ * one figure a call.
+ */
+static void
+json_cpu_three_ranks(void **state)
+{
+	struct loopagg_conf ac = {
+		.job = JOB, .token = TOKEN, .world = NRANKS, .window = 64,
+		.max_elems = 256,
+	};
+	struct loopagg *a = loopagg_start(&ac);
+	struct proc p[NRANKS];
+	unsigned int r;
+	double c0, c1, w0, w1;
+	unsigned long long b0, t0, b1, t1;
+	const char *q;
+
+	(void)state;
+	assert_non_null(a);
+	snprintf(watch_pid, sizeof(watch_pid), "%d", (int)getpid());
+	for (r = 0; r < NRANKS; r++)
+		spawn_rank(&p[r], loopagg_port(a), r, NRANKS, "f32", "4M",
+			NULL);
+	watch_pid[0] = '\0';
+	for (r = 0; r < NRANKS; r++)
+		reap(&p[r]);
+	loopagg_stop(a, NULL);
+	for (r = 0; r < NRANKS; r++) {
+		q = strstr(p[r].out, "\"cpu_s\":[");
+		if (!WIFEXITED(p[r].status) || WEXITSTATUS(p[r].status) != 0 ||
+				q == NULL || sscanf(q, "\"cpu_s\":[%lf,%lf],"
+				"\"host_ticks\":[[%llu,%llu],[%llu,%llu]],"
+				"\"watch_cpu_s\":[%lf,%lf]", &c0, &c1, &b0, &t0,
+				&b1, &t1, &w0, &w1) != 8)
+			fail_msg("rank %u: status 0x%x, output:\n%s", r,
+				p[r].status, p[r].out);
+		/* A 4 MiB call costs a rank CPU; none is negative. */
+		assert_true(c0 > 0.0 && c1 > 0.0);
+		assert_true(b0 <= t0 && b1 <= t1);
+		assert_true(w0 >= 0.0 && w1 >= 0.0);
+	}
+}
+
 /* A token on the command line is refused, with how to pass it instead. */
 static void
 token_in_argv_refused(void **state)
@@ -272,6 +323,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(empty_three_ranks),
 		cmocka_unit_test(missing_rank_exits_3),
 		cmocka_unit_test(token_in_argv_refused),
+		cmocka_unit_test(json_cpu_three_ranks),
 	};
 
 	if (argc < 2) {
