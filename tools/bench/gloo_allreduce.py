@@ -7,6 +7,9 @@
 # after a barrier. An iteration's time is the longest of any rank's (the
 # ranks' times are gathered), as tally's row takes the slowest worker's.
 # Rank 0 checks a few elements of the result and prints one JSON object.
+# CPU of each timed call: the ranks' own CPU seconds (every thread of the
+# process, gloo's included), summed over the ranks, and the machine's
+# busy and total /proc/stat ticks around rank 0's call.
 #
 #   GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 gloo_allreduce.py \
 #       --master 10.77.0.12:29500 --rank R --world W --size BYTES --iters N
@@ -36,6 +39,15 @@ def fill(x, rank):
     n = x.numel()
     i = torch.arange(n, dtype=torch.int64)
     x.copy_(((i * 7 + rank * 13) % 17 - 8).to(torch.float32))
+
+
+def host_ticks():
+    """The machine's (busy, total) ticks: /proc/stat's cpu line, busy
+    being all but idle and iowait."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+    return busy, busy + v[3] + v[4]
 
 
 def expected(idx, world):
@@ -71,13 +83,18 @@ def main():
     dist.barrier()
     dist.all_reduce(x, op=dist.ReduceOp.SUM)  # warm-up: connections, buffers
 
-    secs = []
+    secs, cpu, ticks = [], [], []
     for _ in range(args.iters):
         fill(x, args.rank)
         dist.barrier()
+        h0 = host_ticks()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         dist.all_reduce(x, op=dist.ReduceOp.SUM)
         secs.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        h1 = host_ticks()
+        ticks.append([h1[0] - h0[0], h1[1] - h0[1]])
 
     probes = [0, n // 3, n // 2, n - 1]
     ok = all(float(x[i]) == expected(i, args.world) for i in probes)
@@ -85,6 +102,8 @@ def main():
     dist.all_reduce(mine, op=dist.ReduceOp.MAX)
     tmax = mine[:-1].tolist()
     ok = float(mine[-1]) == 0.0
+    csum = torch.tensor(cpu, dtype=torch.float64)
+    dist.all_reduce(csum, op=dist.ReduceOp.SUM)
     if args.rank == 0:
         print(json.dumps({
             "system": "gloo", "world": args.world, "size": size,
@@ -92,6 +111,8 @@ def main():
             "seconds": [round(t, 6) for t in tmax],
             "best_s": round(min(tmax), 6),
             "mean_s": round(sum(tmax) / len(tmax), 6),
+            "cpu_s": [round(c, 6) for c in csum.tolist()],
+            "host_ticks": ticks,
             "check": "ok" if ok else "FAIL"}), flush=True)
     dist.destroy_process_group()
     return 0 if ok else 1
