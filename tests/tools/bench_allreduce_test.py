@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""tools/bench-allreduce without a testbed (TAP).
+
+The driver refuses bad arguments (the sweep's --sizes and --reps among
+them) with exit status 2 and its usage before anything is set up (no
+root needed), and its report (tools/bench/allreduce_report.py) turns
+result files of known content into the figures
+docs/tools/bench-allreduce.md defines: median and best of the
+repetitions, speed against the fastest peer by median, retransmitted
+share, CPU seconds per GiB of the workers and tally-dp, the machine's
+idle share during the timed calls, the targets' verdicts, --json, and a
+failed run shown as failed with exit status 1. The benchmark itself is
+not run here (it takes the testbed for many minutes).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TOP = sys.argv[1]
+n = 0
+failed = 0
+MIB = 1 << 20
+
+
+def ok(cond, name):
+    global n, failed
+    n += 1
+    print(("ok" if cond else "not ok") + f" {n} - {name}", flush=True)
+    if not cond:
+        failed += 1
+
+
+def run(argv):
+    p = subprocess.run(argv, cwd=TOP, capture_output=True, text=True,
+                       timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def usage_errors():
+    drv = os.path.join(TOP, "tools/bench-allreduce")
+    for args in (["--bogus"], ["--sizes", ""], ["--sizes", "1M,x"],
+                 ["--sizes", "1M,6"], ["--sizes", "4M,4096K"],
+                 ["--size", "3"], ["--reps", "0"], ["--reps", "x"],
+                 ["--reps"], ["--iters", "0"], ["--systems", "tally,nope"],
+                 ["-n", "1"], ["--rate", "fast"], ["--pmd", "dpdk"]):
+        rc, _, err = run([drv] + args)
+        ok(rc == 2 and "usage:" in err,
+           f"bench-allreduce {' '.join(args)}: exit 2 with usage (got {rc})")
+    rc, out, _ = run([drv, "--help"])
+    ok(rc == 0 and "--sizes LIST" in out and "--reps N" in out,
+       "bench-allreduce --help: exit 0, usage with --sizes and --reps")
+
+
+def put(d, system, size, rep, r, busy=2):
+    with open(f"{d}/{system}.{size}.{rep}.json", "w") as f:
+        json.dump(r, f)
+    with open(f"{d}/{system}.{size}.{rep}.busy", "w") as f:
+        f.write(str(busy))
+
+
+def tally(secs, cpu, dp, ticks, sent=1000, retx=10, spurious=4):
+    return {"system": "tally", "check": "ok", "seconds": secs,
+            "cpu_s": cpu, "dp_cpu_s": dp, "host_ticks": ticks,
+            "packets_sent": sent, "retransmits": retx,
+            "spurious": spurious}
+
+
+def gloo(secs, cpu, ticks):
+    return {"system": "gloo", "check": "ok", "seconds": secs,
+            "cpu_s": cpu, "host_ticks": ticks}
+
+
+def report_cmd(d, sizes, reps, workers=4, js=None):
+    argv = [sys.executable,
+            os.path.join(TOP, "tools/bench/allreduce_report.py"),
+            "--res", d, "--systems", "tally,gloo",
+            "--sizes", ",".join(str(z) for z in sizes), "--reps", str(reps),
+            "--workers", str(workers), "--rate", "1gbit",
+            "--rate-bits", "1000000000", "--mtu", "1500", "--iters", "2",
+            "--machine", "m", "--command", "c"]
+    return argv + (["--json", js] if js else [])
+
+
+def rows_of(out):
+    table = out.split("-" * 40)[-1].split("\nmedian, best")[0]
+    rows, size = {}, None
+    for ln in table.splitlines():
+        w = ln.split()
+        if not w or w[0].startswith("-"):
+            continue
+        if w[1] == "MiB":
+            size, w = w[0], w[2:]
+        rows[(size, w[0])] = w[1:]
+    return rows
+
+
+def report():
+    """Two sizes, three repetitions of two calls each. At 1 MiB tally's
+    repetitions take (best call) 0.010, 0.012, 0.011 s: median 0.011,
+    best 0.010; gloo's 0.012, 0.013, 0.011: median 0.012 -> 1.09x
+    (target 1.0x: met). At 4 MiB tally 0.040 against gloo 0.050 -> 1.25x
+    (target 1.3x: not met). CPU: tally's workers 0.004 s a call at 1 MiB
+    = 6 calls x 0.004 / (6/1024 GiB) = 4.1 s/GiB, tally-dp 0.002 a call
+    = 2.0, gloo's workers 0.003 = 3.1 (CPU target not met); at 4 MiB
+    tally 0.01 a call = 2.6 s/GiB, tally-dp 1.0, against gloo's 0.02 =
+    5.1 (met). Idle: every
+    tally call 30 busy ticks of 40 (25 %), gloo's 10 of 40 (75 %).
+    Retransmitted: 6 x 10 of 6 x 1000 = 1.00 %."""
+    d = tempfile.mkdtemp(prefix="ba-report.")
+    one, four = MIB, 4 * MIB
+    tb = {1: [0.010, 0.013], 2: [0.015, 0.012], 3: [0.011, 0.011]}
+    gb = {1: [0.012, 0.02], 2: [0.013, 0.013], 3: [0.011, 0.03]}
+    for rep in (1, 2, 3):
+        put(d, "tally", one, rep, tally(tb[rep], [0.004] * 2, [0.002] * 2,
+                                        [[30, 40]] * 2))
+        put(d, "gloo", one, rep, gloo(gb[rep], [0.003] * 2, [[10, 40]] * 2),
+            busy=40 if rep == 2 else 2)
+        put(d, "tally", four, rep, tally([0.040, 0.05], [0.01] * 2,
+                                         [0.004] * 2, [[30, 40]] * 2))
+        put(d, "gloo", four, rep, gloo([0.06, 0.050], [0.02] * 2,
+                                       [[10, 40]] * 2))
+    js = f"{d}/out.json"
+    rc, out, err = run(report_cmd(d, [one, four], 3, js=js))
+    ok(rc == 0, f"report: exit 0 when every run checked (got {rc}; "
+       f"{err.strip()})")
+    rows = rows_of(out)
+    t1, g1 = rows.get(("1", "tally"), []), rows.get(("1", "gloo"), [])
+    ok(t1[:3] == ["0.011", "0.010", "1.09x"],
+       f"report: 1 MiB tally median, best, vs gloo by median ({t1})")
+    ok(t1[3:] == ["1.00", "4.1", "2.0", "25"],
+       f"report: 1 MiB tally retx %, CPU s/GiB, tally-dp, idle % ({t1})")
+    ok(g1 == ["0.012", "0.011", "1.00x", "-", "3.1", "-", "75"],
+       f"report: 1 MiB gloo's row ({g1})")
+    t4 = rows.get(("4", "tally"), [])
+    ok(t4[:3] == ["0.040", "0.040", "1.25x"] and t4[4:6] == ["2.6", "1.0"],
+       f"report: 4 MiB tally ({t4})")
+    want = ["1 MiB: tally vs gloo by median: 1.09x (target 1.0x): met",
+            "4 MiB: tally vs gloo by median: 1.25x (target 1.3x): not met",
+            "1 MiB: tally workers' CPU s/GiB <= gloo's: 4.1 vs 3.1: not met",
+            "4 MiB: tally workers' CPU s/GiB <= gloo's: 2.6 vs 5.1: met",
+            "CPUs were up to 40% busy before the gloo runs at 1 MiB"]
+    for w in want:
+        ok(w in out, f"report: '{w}'")
+    with open(js) as f:
+        doc = json.load(f)
+    c = doc["table"][0]
+    ok(doc["sizes"] == [one, four] and len(doc["runs"]) == 12 and
+       c["rep_s"] == [0.010, 0.012, 0.011] and
+       abs(c["spurious_pct"] - 0.4) < 1e-9 and
+       [v["met"] for v in doc["verdicts"]] == [True, False, False, True],
+       "report: --json holds the runs, the table and the verdicts")
+    # 8 workers: the target from 4 MiB is 1.65x.
+    rc, out, _ = run(report_cmd(d, [four], 3, workers=8))
+    ok("4 MiB: tally vs gloo by median: 1.25x (target 1.65x): not met"
+       in out, "report: 8 workers' target")
+
+
+def report_failed():
+    """A repetition that failed: the cell keeps the others, says so, and
+    the report exits 1; a size with no result at all reads FAILED."""
+    d = tempfile.mkdtemp(prefix="ba-report.")
+    put(d, "tally", MIB, 1, tally([0.01], [0.004], [0.002], [[1, 2]]))
+    put(d, "tally", MIB, 2, {"system": "tally", "error": "exit 124"})
+    put(d, "gloo", MIB, 1, gloo([0.02], [0.003], [[1, 2]]))
+    put(d, "gloo", MIB, 2, gloo([0.02], [0.003], [[1, 2]]))
+    rc, out, err = run(report_cmd(d, [MIB, 2 * MIB], 2))
+    rows = rows_of(out)
+    ok(rc == 1 and "(1 of 2 failed)" in " ".join(rows.get(("1", "tally"),
+                                                          [])),
+       f"report: a failed repetition is shown, exit 1 (rc {rc}; "
+       f"{err.strip()})")
+    ok(rows.get(("2", "tally"), [""])[0] == "FAILED:",
+       f"report: a size without results reads FAILED ({rows})")
+    ok("2 MiB: tally vs gloo by median: tally failed" not in out and
+       "1 MiB: tally vs gloo by median: 2.00x" in out,
+       "report: verdicts only where a peer ran")
+
+
+def main():
+    usage_errors()
+    report()
+    report_failed()
+    print(f"1..{n}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
