@@ -63,6 +63,8 @@ def put(d, system, size, rep, r, busy=2):
 
 def tally(secs, cpu, dp, ticks, sent=1000, retx=10, spurious=4):
     return {"system": "tally", "check": "ok", "seconds": secs,
+            "pmd": "af_xdp", "idle_us": 50, "codec": "fixp",
+            "narrow": False, "elems": 352, "window": 64,
             "cpu_s": cpu, "dp_cpu_s": dp, "host_ticks": ticks,
             "packets_sent": sent, "retransmits": retx,
             "spurious": spurious}
@@ -142,6 +144,8 @@ def report():
             "1 MiB: tally workers' CPU s/GiB <= gloo's: 4.1 vs 3.1: not met",
             "4 MiB: tally workers' CPU s/GiB <= gloo's: 2.6 vs 5.1: met",
             "CPUs were up to 40% busy before the gloo runs at 1 MiB"]
+    want.append("tally: tally-dp on net_af_xdp, idle back-off 50 us; "
+                "codec fixp, 352 elements a packet, window 64")
     for w in want:
         ok(w in out, f"report: '{w}'")
     with open(js) as f:
@@ -156,6 +160,25 @@ def report():
     rc, out, _ = run(report_cmd(d, [four], 3, workers=8))
     ok("4 MiB: tally vs gloo by median: 1.25x (target 1.65x): not met"
        in out, "report: 8 workers' target")
+
+
+def report_sparse():
+    """Block-sparse: 4 MiB is 4096 blocks of 256, 1 % is 41 a worker;
+    tally-dp completed 4 calls x (90 blocks + 1 scale chunk) rounds (a
+    window of 256 streams: (256 + 1 + 351) // 352 = 1 chunk) -> a union
+    of 90 blocks, 2.20x one worker's."""
+    d = tempfile.mkdtemp(prefix="ba-report.")
+    r = tally([0.01] * 3, [0.001] * 3, [0.001] * 3, [[1, 2]] * 3)
+    r.update(system="tally-sparse", codec="sparse,density=0.01,est=topk",
+             window=256, dp_stats={"completed": 4 * 91})
+    put(d, "tally-sparse", 4 * MIB, 1, r)
+    argv = report_cmd(d, [4 * MIB], 1)
+    argv[argv.index("tally,gloo")] = "tally-sparse"
+    rc, out, err = run(argv)
+    ok(rc == 0 and "tally-sparse, 4 MiB, repetition 1: union of the "
+       "workers' blocks 90 (2.20x one worker's 41)" in out,
+       f"report: block-sparse union from tally-dp's rounds (rc {rc}; "
+       f"{err.strip()})")
 
 
 def report_failed():
@@ -182,6 +205,7 @@ def report_failed():
 def main():
     usage_errors()
     report()
+    report_sparse()
     report_failed()
     print(f"1..{n}")
     return 1 if failed else 0

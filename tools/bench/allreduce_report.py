@@ -156,6 +156,40 @@ def judge(cells, size, workers):
     return out
 
 
+def setups(runs):
+    """A line per tally system: how tally-dp and the job ran (from its
+    first good run), and for block-sparse rows the union of the workers'
+    blocks a call, from tally-dp's completed rounds."""
+    out, seen = [], set()
+    for r in runs:
+        if not r["system"].startswith("tally") or "error" in r:
+            continue
+        if r["system"] not in seen and "pmd" in r:
+            seen.add(r["system"])
+            out.append(f"{r['system']}: tally-dp on net_{r['pmd']}, "
+                       + ("busy-polling" if r["idle_us"] == 0 else
+                          f"idle back-off {r['idle_us']} us")
+                       + f"; codec {r['codec']}"
+                       + (" (narrow sums)" if r.get("narrow") else "")
+                       + f", {r['elems']} elements a packet, window "
+                       f"{r['window']}")
+        if r.get("codec", "").startswith("sparse") and "dp_stats" in r:
+            # Rounds a call: one a block of the union, plus the scale
+            # round's chunks (the max and a first block a stream).
+            nb = (r["size"] // 4 + 255) // 256
+            w = min(r["window"], nb)
+            calls = len(r["seconds"]) + 1
+            union = (r["dp_stats"]["completed"] / calls
+                     - (w + 1 + r["elems"] - 1) // r["elems"])
+            mine = max(1, round(0.01 * nb))
+            r["union_blocks"] = union
+            out.append(f"{r['system']}, {r['size'] / 2**20:g} MiB, "
+                       f"repetition {r['rep']}: union of the workers' "
+                       f"blocks {union:.0f} ({union / mine:.2f}x one "
+                       f"worker's {mine})")
+    return out
+
+
 def fmt(v, spec, width):
     return f"{v:{width}{spec}}" if v is not None else f"{'-':>{width}}"
 
@@ -230,6 +264,8 @@ def main(argv):
                    else "tally failed")
             print(f"{mib(v['size'])}: {v['what']}: {got}: "
                   f"{'met' if v['met'] else 'not met'}")
+    for line in setups(runs):
+        print(line)
     for c in cells:
         b = c.get("cpu_busy_before_max")
         if b is not None and b > 15:
