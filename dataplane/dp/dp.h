@@ -157,6 +157,16 @@ int tally_dp_port_init(struct tally_dp *dp, unsigned int nb_mbufs,
 	uint16_t mtu);
 void tally_dp_port_close(struct tally_dp *dp);
 
+/*
+ * xdp_pool.c: the mbuf pool of a net_af_xdp port, every object one frame
+ * of TALLY_DP_XDP_FRAME bytes, so that the UMEM the driver registers
+ * covers all of it; and the check that it does.
+ */
+#define TALLY_DP_XDP_FRAME	4096u
+struct rte_mempool *tally_dp_xdp_pool_create(const char *name,
+	unsigned int n, unsigned int cache, uint16_t room, int socket);
+int tally_dp_xdp_pool_check(struct rte_mempool *mp, unsigned int *outside);
+
 /* jobs.c: the control side of the job table. */
 int tally_dp_jobs_init(struct tally_dp *dp);
 /*

@@ -360,8 +360,8 @@ main(int argc, char **argv)
 		/*
 		 * net_af_xdp receives into the pool, and a frame it sent
 		 * holds its buffer until the receiver has taken it (on a
-		 * veth: through the peer's queues and socket). A pool that
-		 * ran dry stopped reception until the members timed out.
+		 * veth: through the peer's queues and socket); its pool is
+		 * laid out by xdp_pool.c.
 		 */
 		if (o.mbufs == 0)
 			o.mbufs = info.driver_name != NULL &&

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <rte_ethdev.h>
 #include <rte_flow.h>
@@ -85,7 +86,7 @@ choose_steering(struct tally_dp *dp)
  * which then needs the full data room: it uses dp->pool for them.
  */
 static int
-make_pools(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu)
+make_pools(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu, int xdp)
 {
 	unsigned int room = RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN +
 		RTE_ETHER_CRC_LEN + mtu;
@@ -95,8 +96,13 @@ make_pools(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu)
 		room = RTE_MBUF_DEFAULT_BUF_SIZE;
 	if (socket < 0)
 		socket = (int)rte_socket_id();
-	dp->pool = rte_pktmbuf_pool_create("tally_mbufs", nb_mbufs, POOL_CACHE,
-		0, (uint16_t)room, socket);
+	/* net_af_xdp hands the kernel every mbuf: xdp_pool.c says why. */
+	if (xdp)
+		dp->pool = tally_dp_xdp_pool_create("tally_mbufs", nb_mbufs,
+			POOL_CACHE, (uint16_t)room, socket);
+	else
+		dp->pool = rte_pktmbuf_pool_create("tally_mbufs", nb_mbufs,
+			POOL_CACHE, 0, (uint16_t)room, socket);
 	if (dp->pool == NULL)
 		return -rte_errno;
 	if (!dp->tx_chains) {
@@ -136,7 +142,8 @@ tally_dp_port_init(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu)
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
 	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM)
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
-	ret = make_pools(dp, nb_mbufs, mtu);
+	ret = make_pools(dp, nb_mbufs, mtu, info.driver_name != NULL &&
+		strstr(info.driver_name, "af_xdp") != NULL);
 	if (ret != 0)
 		return ret;
 	ret = rte_eth_dev_configure(dp->port_id, dp->nb_rxq, dp->nworkers, &conf);
