@@ -177,14 +177,9 @@ allreduce_quant(struct tally_ctx *ctx, struct tally_state *st, float *buf,
 	float global;
 	int rc;
 
-	rc = tally_quant_levels(bits, ctx->world, ctx->narrow, &q.levels);
+	rc = tally_lib_quant_levels(ctx, bits, enc, &q.levels);
 	if (rc != 0)
-		return tally_ctx_fail(ctx, rc, "q%u %s results for %u ranks: "
-			"no quantization level fits", bits, ctx->narrow ?
-			"narrow" : "wide", ctx->world);
-	if (enc == TALLY_ENC_I4 && ctx->elems % 8 != 0)
-		return tally_ctx_fail(ctx, -EINVAL, "q4 needs the context's "
-			"elems to be a multiple of 8, not %u", ctx->elems);
+		return rc;
 	/* Buffers first, so that a failure leaves the slots in step. */
 	rc = tally_lib_grow_stage(ctx, tally_enc_payload_len(enc, n));
 	if (rc == 0)
@@ -575,14 +570,9 @@ tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
 
 	if (ctx == NULL)
 		return -EINVAL;
-	if (st == NULL)
-		return tally_ctx_fail(ctx, -EINVAL, "state is NULL");
-	if (st->n != n)
-		return tally_ctx_fail(ctx, -EINVAL, "the state is of a tensor "
-			"of %zu elements, not %zu", st->n, n);
-	if (memcmp(&st->codec, &ctx->codec, sizeof(st->codec)) != 0)
-		return tally_ctx_fail(ctx, -EINVAL, "the state was made for "
-			"another codec than the context's");
+	rc = tally_lib_check_state(ctx, st, n);
+	if (rc != 0)
+		return rc;
 	if (st->dev != NULL && tally_codec_has_memory(&st->codec))
 		return tally_ctx_fail(ctx, -EINVAL, "the state is in device "
 			"memory (tally_state_new_cuda()): reduce the tensor "
@@ -594,4 +584,20 @@ tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
 		return rc;
 	return apply(ctx, tally_codec_has_memory(&st->codec) ? st : NULL, buf,
 		n);
+}
+
+int
+tally_lib_quant_levels(struct tally_ctx *ctx, unsigned int bits, uint8_t enc,
+	unsigned int *levels)
+{
+	int rc = tally_quant_levels(bits, ctx->world, ctx->narrow, levels);
+
+	if (rc != 0)
+		return tally_ctx_fail(ctx, rc, "q%u %s results for %u ranks: "
+			"no quantization level fits", bits, ctx->narrow ?
+			"narrow" : "wide", ctx->world);
+	if (enc == TALLY_ENC_I4 && ctx->elems % 8 != 0)
+		return tally_ctx_fail(ctx, -EINVAL, "q4 needs the context's "
+			"elems to be a multiple of 8, not %u", ctx->elems);
+	return 0;
 }

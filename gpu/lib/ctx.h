@@ -149,6 +149,21 @@ int tally_lib_allreduce_sparse(struct tally_ctx *ctx, float *buf, size_t n,
  */
 int tally_lib_check_call(struct tally_ctx *ctx, const void *buf, size_t n);
 
+/*
+ * The checks of a codec state st given with a tensor of n elements, on
+ * the host and the device paths alike: not NULL, made for n elements and
+ * for the context's codec. Where its memory lives each path checks itself.
+ */
+int tally_lib_check_state(struct tally_ctx *ctx, const struct tally_state *st,
+	size_t n);
+
+/*
+ * The levels of qBITS (enc: its encoding) for this context's world and
+ * result width into *levels, with q4's condition on the context's elems.
+ */
+int tally_lib_quant_levels(struct tally_ctx *ctx, unsigned int bits,
+	uint8_t enc, unsigned int *levels);
+
 /* Runs r (tally_window_run()); an error marks the context broken. */
 int tally_lib_run(struct tally_ctx *ctx, const struct tally_round *r);
 

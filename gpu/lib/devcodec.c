@@ -234,14 +234,10 @@ static int
 check_state(struct tally_ctx *ctx, const struct tally_dev_ops *ops,
 	const struct tally_state *st, size_t n)
 {
-	if (st == NULL)
-		return tally_ctx_fail(ctx, -EINVAL, "state is NULL");
-	if (st->n != n)
-		return tally_ctx_fail(ctx, -EINVAL, "the state is of a tensor "
-			"of %zu elements, not %zu", st->n, n);
-	if (memcmp(&st->codec, &ctx->codec, sizeof(st->codec)) != 0)
-		return tally_ctx_fail(ctx, -EINVAL, "the state was made for "
-			"another codec than the context's");
+	int rc = tally_lib_check_state(ctx, st, n);
+
+	if (rc != 0)
+		return rc;
 	if (st->dev != ops && tally_codec_has_memory(&st->codec))
 		return tally_ctx_fail(ctx, -EINVAL, "the state is in host "
 			"memory (tally_state_new()): a device tensor needs one "

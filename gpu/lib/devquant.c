@@ -152,14 +152,9 @@ tally_lib_dev_quant(struct tally_ctx *ctx, struct tally_state *st,
 	float global;
 	int rc;
 
-	rc = tally_quant_levels(bits, ctx->world, ctx->narrow, &q.levels);
+	rc = tally_lib_quant_levels(ctx, bits, enc, &q.levels);
 	if (rc != 0)
-		return tally_ctx_fail(ctx, rc, "q%u %s results for %u ranks: "
-			"no quantization level fits", bits, ctx->narrow ?
-			"narrow" : "wide", ctx->world);
-	if (enc == TALLY_ENC_I4 && ctx->elems % 8 != 0)
-		return tally_ctx_fail(ctx, -EINVAL, "q4 needs the context's "
-			"elems to be a multiple of 8, not %u", ctx->elems);
+		return rc;
 	rc = own_scratch(ctx, &q);
 	if (rc != 0)
 		return rc;

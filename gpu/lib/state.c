@@ -126,3 +126,18 @@ tally_state_free(struct tally_state *st)
 	release(st, st->q);
 	free(st);
 }
+
+int
+tally_lib_check_state(struct tally_ctx *ctx, const struct tally_state *st,
+	size_t n)
+{
+	if (st == NULL)
+		return tally_ctx_fail(ctx, -EINVAL, "state is NULL");
+	if (st->n != n)
+		return tally_ctx_fail(ctx, -EINVAL, "the state is of a tensor "
+			"of %zu elements, not %zu", st->n, n);
+	if (memcmp(&st->codec, &ctx->codec, sizeof(st->codec)) != 0)
+		return tally_ctx_fail(ctx, -EINVAL, "the state was made for "
+			"another codec than the context's");
+	return 0;
+}
