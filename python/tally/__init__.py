@@ -137,9 +137,8 @@ def open_direct(dp_addr, job, token, rank, world, *, timeout=None, **opts):
                                       **opts))
 
 
-def _torch_buffer(x):
-    """A CPU tensor's memory as a numpy array that shares it (no copy),
-    after checking what libtally can take."""
+def _check_tensor(x):
+    """Refuses a tensor (CPU or CUDA) libtally cannot take in place."""
     torch = _sys.modules["torch"]
     if x.dtype not in (torch.float32, torch.int32):
         raise TypeError("tally: allreduce takes float32 or int32 tensors, "
@@ -151,6 +150,12 @@ def _torch_buffer(x):
         raise ValueError("tally: the tensor is not contiguous; tally "
                          "works in place and never copies: pass "
                          "x.contiguous() and copy the sums back")
+
+
+def _torch_buffer(x):
+    """A CPU tensor's memory as a numpy array that shares it (no copy),
+    after checking what libtally can take."""
+    _check_tensor(x)
     return x.detach().numpy()
 
 
@@ -275,16 +280,7 @@ class Context:
         encode on the GPU into registered host staging, decode on the
         caller's stream), with the tensor's device current."""
         torch = _sys.modules["torch"]
-        if x.dtype not in (torch.float32, torch.int32):
-            raise TypeError("tally: allreduce takes float32 or int32 "
-                            "tensors, not %s" % x.dtype)
-        if x.layout != torch.strided:
-            raise TypeError("tally: allreduce takes dense tensors, not %s"
-                            % x.layout)
-        if not x.is_contiguous():
-            raise ValueError("tally: the tensor is not contiguous; tally "
-                             "works in place and never copies: pass "
-                             "x.contiguous() and copy the sums back")
+        _check_tensor(x)
         if not HAVE_CUDA:
             raise _no_cuda()
         dtype = "float32" if x.dtype == torch.float32 else "int32"
