@@ -11,8 +11,9 @@ a torch.futures.Future at once, so the allreduce of bucket i (in libtally,
 with the GIL released) overlaps the backward pass that fills bucket i+1.
 The thread takes buckets in the order DDP hands them over, which is the
 same on every rank, so every rank issues the same sequence of allreduces.
-Like DDP's default hook it divides the bucket by the world size first,
-so the result is the average.
+Like DDP's default hook it divides the bucket by the world size first
+(as a product with 1/world, the same bits on CPU and GPU), so the result
+is the average.
 
 For a codec with memory (error feedback, DGC momentum, 2bit, PowerSGD)
 each bucket has its own tally.State, keyed by the bucket's index. DDP
@@ -67,6 +68,7 @@ class HookState:
         info = ctx.info()
         self.ctx = ctx
         self.world = info["world"]
+        self.inv_world = 1.0 / self.world
         self.divide = bool(divide)
         self.memory = info["codec_memory"] if memory is None else bool(memory)
         self.name = name
@@ -134,7 +136,11 @@ class HookState:
             # ctx.allreduce says the same; said here before dividing.
             return self.ctx.allreduce(t)
         if self.divide:
-            t.div_(self.world)
+            # x * (1/world), never x / world: torch divides a CPU tensor
+            # by a scalar exactly but a CUDA one by multiplying with the
+            # reciprocal, so only the product gives the same bits on both
+            # (the host and the GPU path then agree bit for bit).
+            t.mul_(self.inv_world)
         st = self._state(index, key, t) if self.memory else None
         self.ctx.allreduce(t, state=st, stream=stream)
         return t
