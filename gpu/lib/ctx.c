@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libtally contexts: opening one (checking the options, opening the
- * transport, allocating slots and buffers), closing it, its last error and
+ * transport, kernel UDP or RDMA, allocating slots and buffers), closing it, its last error and
  * its counters.
  */
 #include <arpa/inet.h>
@@ -163,6 +163,61 @@ free_keys(struct tally_ctx *ctx)
 	ctx->mac = NULL;
 }
 
+/*
+ * Which transport o asks for: 0 for UDP, 1 for RDMA (its options
+ * checked), or -EINVAL with open_err set.
+ */
+static int
+check_transport(const struct tally_ctx_opts *o)
+{
+	if (o->transport == NULL || strcmp(o->transport, "udp") == 0)
+		return 0;
+	if (strcmp(o->transport, "rdma") != 0)
+		return tally_ctx_open_fail(-EINVAL, "transport '%s': udp or "
+			"rdma", o->transport);
+	if (o->dp_nqpns == 0 || o->dp_nqpns > TALLY_VERBS_MAX_QPNS ||
+			o->dp_qpns == NULL)
+		return tally_ctx_open_fail(-EINVAL, "transport rdma needs the "
+			"dataplane's QPNs (1..%u; dp_qpns, dp_nqpns)",
+			TALLY_VERBS_MAX_QPNS);
+	if (o->group_addr != NULL)
+		return tally_ctx_open_fail(-EINVAL, "transport rdma takes "
+			"results unicast only (no group_addr)");
+	return 1;
+}
+
+/*
+ * Opens ctx's transport: uc's UDP socket, or o's RDMA queue pair (its
+ * packets as large as ctx's). 0 or -errno with open_err set.
+ */
+static int
+open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
+	const struct tally_udp_conf *uc)
+{
+	struct tally_verbs_conf vc = {
+		.device = o->rdma_device, .port = o->rdma_port,
+		.local_ip = uc->bind_ip, .dp_ip = uc->dp_ip,
+		.dp_qpns = o->dp_qpns, .dp_nqpns = o->dp_nqpns,
+		.qkey = o->qkey, .room = ctx->rx_room,
+	};
+	char why[TALLY_TP_WHY_LEN];
+
+	if (check_transport(o) == 0) {
+		ctx->tp = tally_udp_transport_create(uc);
+		if (ctx->tp == NULL)
+			return tally_ctx_open_fail(-errno, "udp socket on "
+				"%s:%u: %s", o->bind_addr != NULL ?
+				o->bind_addr : "0.0.0.0", o->bind_port,
+				strerror(errno));
+		return 0;
+	}
+	ctx->tp = tally_verbs_transport_create(&vc, why, sizeof(why));
+	if (ctx->tp == NULL)
+		return tally_ctx_open_fail(-errno, "rdma: %s", why);
+	ctx->dp_nports = o->dp_nqpns;	/* slots go to QPNs */
+	return 0;
+}
+
 int
 tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 {
@@ -180,6 +235,8 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	if (ctx == NULL)
 		return tally_ctx_open_fail(-ENOMEM, "out of memory");
 	rc = check_opts(o, &uc, ctx);
+	if (rc == 0 && (rc = check_transport(o)) > 0)
+		rc = 0;
 	if (rc != 0)
 		goto err_free;
 	/* The back-off's spread: a seed of its own per rank and context. */
@@ -197,13 +254,9 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 		rc = tally_ctx_open_fail(-ENOMEM, "out of memory");
 		goto err_free;
 	}
-	ctx->tp = tally_udp_transport_create(&uc);
-	if (ctx->tp == NULL) {
-		rc = tally_ctx_open_fail(-errno, "udp socket on %s:%u: %s",
-			o->bind_addr != NULL ? o->bind_addr : "0.0.0.0",
-			o->bind_port, strerror(errno));
+	rc = open_transport(ctx, o, &uc);
+	if (rc != 0)
 		goto err_free;
-	}
 	*out = ctx;
 	return 0;
 err_free:
@@ -254,6 +307,7 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		st->rack = ctx->retx.st.rack;
 		st->probes = ctx->retx.st.probes;
 		st->timeouts = ctx->retx.st.timeouts;
+		st->tp_errors = ctx->tp->errors;
 	}
 }
 

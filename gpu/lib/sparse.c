@@ -93,7 +93,8 @@ flush(struct srun *run)
 	rc = tally_transport_send(run->ctx->tp, run->tx, n);
 	if (rc < 0)
 		run->err = tally_ctx_fail(run->ctx, rc, "%s transport: send: %s",
-			run->ctx->tp->name, strerror(-rc));
+			run->ctx->tp->name,
+			tally_transport_strerror(run->ctx->tp, rc));
 }
 
 /*
@@ -305,7 +306,7 @@ receive(struct srun *run, uint64_t now, uint64_t until)
 		(unsigned int)((wait_ns + 999) / 1000));
 	if (rc < 0) {
 		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
-			ctx->tp->name, strerror(-rc));
+			ctx->tp->name, tally_transport_strerror(ctx->tp, rc));
 		return 0;
 	}
 	now = tally_lib_now_ns();

@@ -91,7 +91,7 @@ flush(struct run *run)
 	rc = tally_transport_send(ctx->tp, run->tx, n);
 	if (rc < 0)
 		run->err = tally_ctx_fail(ctx, rc, "%s transport: send: %s",
-			ctx->tp->name, strerror(-rc));
+			ctx->tp->name, tally_transport_strerror(ctx->tp, rc));
 }
 
 /* Queues the chunk outstanding on slot s (its header as it stands). */
@@ -363,7 +363,7 @@ receive(struct run *run, uint64_t now, uint64_t until)
 		(unsigned int)((wait_ns + 999) / 1000));
 	if (rc < 0) {
 		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
-			ctx->tp->name, strerror(-rc));
+			ctx->tp->name, tally_transport_strerror(ctx->tp, rc));
 		return 0;
 	}
 	now = tally_lib_now_ns();

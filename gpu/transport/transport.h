@@ -3,13 +3,13 @@
  * How libtally moves tally packets: a transport sends bursts of packets,
  * each given as two pieces (the header and the payload, so that payloads
  * go out straight from the caller's buffer), and receives bursts into
- * buffers the caller owns. Kernel UDP (udp.c) is the one implementation
- * today; a DPDK port or an RDMA UD queue pair fits behind the same ops
- * (the two pieces become mbuf segments or scatter-gather entries).
+ * buffers the caller owns. Kernel UDP (udp.c) and an RDMA UD queue pair
+ * (verbs.c, RoCEv2 UD SENDs: docs/rdma.md) implement them; a DPDK port
+ * fits behind the same ops (the pieces become mbuf segments).
  *
  * A transport talks to one dataplane: it picks the destination of each
- * packet from its slot (the dataplane steers slots to lcores by port), and
- * hands up only packets that come from the dataplane.
+ * packet from its slot (the dataplane steers slots to lcores by UDP port,
+ * or by QPN for RDMA), and hands up only packets from the dataplane.
  */
 #ifndef TALLY_TRANSPORT_TRANSPORT_H
 #define TALLY_TRANSPORT_TRANSPORT_H
@@ -65,11 +65,27 @@ struct tally_transport_ops {
 	void (*destroy)(struct tally_transport *tp);
 };
 
+#define TALLY_TP_WHY_LEN	160
+
 /* The head of every transport; implementations embed it first. */
 struct tally_transport {
 	const struct tally_transport_ops *ops;
-	const char *name;	/* "udp", ... */
+	const char *name;	/* "udp", "rdma" */
+	uint32_t qpn;		/* RDMA: the local queue pair's number, the
+				 * member's identity at the dataplane with
+				 * its IP; 0 for UDP */
+	uint64_t errors;	/* failures that will not go away (RDMA: a
+				 * completion with an error status) */
+	char why[TALLY_TP_WHY_LEN]; /* the last of them in words; "" = none,
+				 * strerror() of the errno says it */
 };
+
+/*
+ * What a failed send or recv of tp (rc, a negative errno) means, in
+ * words: the transport's own sentence when it left one, else strerror.
+ */
+const char *tally_transport_strerror(const struct tally_transport *tp,
+	int rc);
 
 static inline int
 tally_transport_send(struct tally_transport *tp,
@@ -121,5 +137,40 @@ struct tally_udp_conf {
  */
 struct tally_transport *tally_udp_transport_create(
 	const struct tally_udp_conf *conf);
+
+/* An RDMA UD queue pair: what tally_verbs_transport_create() needs. */
+struct tally_verbs_ops;
+struct tally_verbs_conf {
+	const char *device;	/* verbs device name (ibv_devices); NULL = the
+				 * first whose GID table holds local_ip */
+	uint8_t port;		/* its port, 0 = 1 */
+	uint32_t local_ip;	/* IPv4 (network order) whose RoCEv2 GID
+				 * packets leave from; 0 = the port's first
+				 * IPv4 RoCEv2 GID */
+	uint32_t dp_ip;		/* dataplane IPv4, network order */
+	const uint32_t *dp_qpns; /* its QPNs: slot s goes to
+				 * dp_qpns[s % dp_nqpns]; borrowed */
+	uint16_t dp_nqpns;	/* 1 .. TALLY_VERBS_MAX_QPNS */
+	uint32_t qkey;		/* the job's Q_Key (high bit clear) */
+	uint32_t room;		/* the largest packet, both ways, in bytes
+				 * (header, payload, tag) */
+	const struct tally_verbs_ops *ops; /* verbs.h; NULL = the default
+				 * (libibverbs) */
+};
+
+#define TALLY_VERBS_MAX_QPNS	256
+
+/*
+ * Opens a UD queue pair on conf's device and port (conf borrowed), with
+ * its receive buffers posted and one address handle toward the
+ * dataplane, all registered memory in one region. Returns the transport,
+ * or NULL with errno set and the reason in why (why_len bytes; may be
+ * NULL): EINVAL for a bad conf, ENODEV for no device or no GID for the
+ * address, ENETDOWN for a port not active, EMSGSIZE for packets above
+ * the port's MTU, EPROTONOSUPPORT in a build without libibverbs, or
+ * the failing verbs call's errno.
+ */
+struct tally_transport *tally_verbs_transport_create(
+	const struct tally_verbs_conf *conf, char *why, size_t why_len);
 
 #endif /* TALLY_TRANSPORT_TRANSPORT_H */

@@ -101,7 +101,22 @@ struct tally_ctx_opts {
 				 * packet carries a tag, and results and
 				 * NACKs without the right one are dropped
 				 * (counted as forged); NULL: a plain job.
-				 * Copied; tally_open() learns it */
+				 * Copied; tally_open() learns it */	const char *transport;	/* "udp" (NULL: the default, kernel UDP) or
+				 * "rdma": RoCEv2 UD SENDs through
+				 * libibverbs (docs/rdma.md), to the
+				 * dataplane's QPNs below instead of its
+				 * ports; bind_addr picks the RoCEv2 GID
+				 * (NULL: the port's first IPv4 one).
+				 * tally_open() learns it from tallyd,
+				 * or takes the URL's ?transport= */
+	const uint32_t *dp_qpns; /* rdma: the dataplane's QPNs; slot s goes
+				 * to dp_qpns[s % dp_nqpns] (borrowed) */
+	uint16_t dp_nqpns;	/* rdma: 1..256 */
+	uint32_t qkey;		/* rdma: the job's Q_Key (high bit clear) */
+	const char *rdma_device; /* rdma: verbs device name (ibv_devices);
+				 * NULL = the first with bind_addr's GID.
+				 * tally_open_opts() uses it too */
+	uint8_t rdma_port;	/* rdma: the device's port, 0 = 1 */
 };
 
 /*
@@ -371,7 +386,10 @@ struct tally_ctx_stats {
 				 * finish encoding a segment: what the
 				 * double buffering did not hide */
 	uint64_t cuda_net_ns;	/* time the segments spent in the window
-				 * (on the network) */
+				 * (on the network) */	uint64_t tp_errors;	/* the transport's failures that end the
+				 * context (rdma: completions with an
+				 * error status; the first one's status
+				 * is in tally_ctx_error()) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */
