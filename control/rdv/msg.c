@@ -161,7 +161,9 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 		if (strcmp(k, "op") == 0 || (op == TALLY_RDV_PARAMS &&
 				(strcmp(k, "group") == 0 ||
 				 strcmp(k, "codec") == 0 ||
+				 strcmp(k, "rdma") == 0 ||
 				 strcmp(k, "auth") == 0)) ||
+				(op == TALLY_RDV_MEMBER && strcmp(k, "qpn") == 0) ||
 				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0))
 			continue;
 		for (i = 0; i < 8 && ops[op].keys[i] != NULL; i++)
@@ -199,6 +201,46 @@ parse_join(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	strcpy(m->token, tok);
 	m->rank = (unsigned int)rank;
 	m->world = (unsigned int)world;
+	return 0;
+}
+
+/* A 24-bit QP number (1..0xffffff) from x into *qpn: 0 or -1. */
+static int
+get_qpn(json_t *x, uint32_t *qpn)
+{
+	if (!json_is_integer(x) || json_integer_value(x) < 1 ||
+			json_integer_value(x) > 0xffffff)
+		return -1;
+	*qpn = (uint32_t)json_integer_value(x);
+	return 0;
+}
+
+/*
+ * PARAMS' optional "rdma": {"qpns": [1..64 QPNs], "qkey": N}, the
+ * dataplane's QPNs and the job's Q_Key (docs/rdma.md). Absent: UDP.
+ */
+static int
+parse_rdma(json_t *r, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	json_t *qpns = json_object_get(r, "qpns");
+	json_t *qkey = json_object_get(r, "qkey");
+	size_t i;
+
+	if (r == NULL)
+		return 0;
+	if (!json_is_object(r) || json_object_size(r) != 2 ||
+			!json_is_array(qpns) || json_array_size(qpns) < 1 ||
+			json_array_size(qpns) > TALLY_RDV_MAX_QPNS ||
+			!json_is_integer(qkey) || json_integer_value(qkey) < 0 ||
+			json_integer_value(qkey) > 0x7fffffff)
+		return fail(why, wlen, "'rdma' must be {\"qpns\": [1..%d "
+			"QPNs], \"qkey\": 0..2^31-1}", TALLY_RDV_MAX_QPNS);
+	for (i = 0; i < json_array_size(qpns); i++)
+		if (get_qpn(json_array_get(qpns, i), &m->qpns[i]) != 0)
+			return fail(why, wlen, "'rdma' QPNs are 1..0xffffff");
+	m->rdma = 1;
+	m->nqpns = (uint16_t)i;
+	m->qkey = (uint32_t)json_integer_value(qkey);
 	return 0;
 }
 
@@ -245,7 +287,7 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	m->max_elems = (uint16_t)elems;
 	m->narrow = json_is_true(narrow);
 	m->auth = json_is_true(json_object_get(o, "auth"));
-	return 0;
+	return parse_rdma(json_object_get(o, "rdma"), m, why, wlen);
 }
 
 static int
@@ -256,6 +298,10 @@ parse_member(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	if (get_ip(o, "ip", 0, &m->ip, why, wlen) ||
 			get_uint(o, "port", 1, 65535, &port, why, wlen))
 		return -EPROTO;
+	if (json_object_get(o, "qpn") != NULL &&
+			get_qpn(json_object_get(o, "qpn"), &m->qpn) != 0)
+		return fail(why, wlen, "'qpn' must be an integer in "
+			"1..16777215");
 	m->port = (uint16_t)port;
 	return 0;
 }
@@ -408,6 +454,27 @@ ip_json(uint32_t ip)
 	return json_string(s);
 }
 
+/* PARAMS' "rdma" into o, from m: 0, or -1 for what parse_rdma refuses. */
+static int
+params_rdma(const struct tally_rdv_msg *m, json_t *o)
+{
+	json_t *qpns;
+
+	if (m->nqpns < 1 || m->nqpns > TALLY_RDV_MAX_QPNS ||
+			m->qkey > 0x7fffffff)
+		return -1;
+	qpns = json_array();
+	for (unsigned int i = 0; qpns != NULL && i < m->nqpns; i++) {
+		if (m->qpns[i] < 1 || m->qpns[i] > 0xffffff) {
+			json_decref(qpns);
+			return -1;
+		}
+		json_array_append_new(qpns, json_integer(m->qpns[i]));
+	}
+	return json_object_set_new(o, "rdma", json_pack("{s:o, s:I}",
+		"qpns", qpns, "qkey", (json_int_t)m->qkey));
+}
+
 static json_t *
 build(const struct tally_rdv_msg *m)
 {
@@ -446,6 +513,10 @@ build(const struct tally_rdv_msg *m)
 			}
 			json_object_set_new(o, "codec", json_string(m->codec));
 		}
+		if (o != NULL && m->rdma && params_rdma(m, o) != 0) {
+			json_decref(o);
+			return NULL;
+		}
 		if (o != NULL && m->group_ip != 0) {
 			struct in_addr a = { .s_addr = htonl(m->group_ip) };
 			char ip[INET_ADDRSTRLEN];
@@ -456,10 +527,13 @@ build(const struct tally_rdv_msg *m)
 		}
 		return o;
 	case TALLY_RDV_MEMBER:
-		if (m->port == 0)
+		if (m->port == 0 || m->qpn > 0xffffff)
 			return NULL;
-		return json_pack("{s:s, s:o, s:i}", "op", "member", "ip",
+		o = json_pack("{s:s, s:o, s:i}", "op", "member", "ip",
 			ip_json(m->ip), "port", m->port);
+		if (o != NULL && m->qpn != 0)
+			json_object_set_new(o, "qpn", json_integer(m->qpn));
+		return o;
 	case TALLY_RDV_READY:
 		snprintf(s, sizeof(s), "%016llx",
 			(unsigned long long)m->wire_token);

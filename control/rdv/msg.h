@@ -20,6 +20,7 @@
 #define TALLY_RDV_NAME_MAX	63	/* characters of a job name */
 #define TALLY_RDV_TOKEN_HEX	64	/* a job token: 32 bytes as hex */
 #define TALLY_RDV_ERROR_MAX	255
+#define TALLY_RDV_MAX_QPNS	64	/* dataplane QPNs in PARAMS' "rdma" */
 
 enum tally_rdv_op {
 	TALLY_RDV_JOIN = 1,	/* worker: job, token, rank, world */
@@ -54,10 +55,17 @@ struct tally_rdv_msg {
 	uint16_t group_port;
 	char codec[TALLY_CODEC_SPEC_MAX]; /* the job's codec spec; "" and an
 				 * absent key mean "fixp" */
+	uint8_t rdma;		/* the job runs over RDMA (optional "rdma":
+				 * {"qpns": [...], "qkey": N}); 0: UDP */
+	uint16_t nqpns;		/* the dataplane's QPNs, 1..64 */
+	uint32_t qpns[TALLY_RDV_MAX_QPNS]; /* slot s to qpns[s % nqpns] */
+	uint32_t qkey;		/* the job's Q_Key, high bit clear */
 
 	/* MEMBER */
 	uint32_t ip;
 	uint16_t port;
+	uint32_t qpn;		/* an RDMA member's QP number (optional
+				 * "qpn", 1..0xffffff); 0: a UDP member */
 
 	/* READY */
 	uint64_t wire_token;

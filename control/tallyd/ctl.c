@@ -242,6 +242,7 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	t.window = (uint16_t)r->window;
 	t.max_elems = (uint16_t)r->max_elems;
 	t.narrow = r->narrow;
+	t.rdma = r->rdma;
 	t.auth = r->auth;
 	t.group_ip = r->group_ip;
 	t.group_port = r->group_port;

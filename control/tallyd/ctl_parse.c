@@ -18,7 +18,7 @@
 
 struct cmd {
 	const char *name;
-	const char *keys[10];	/* besides "cmd" */
+	const char *keys[11];	/* besides "cmd"; NULL-terminated */
 	const char *usage;
 };
 
@@ -26,10 +26,10 @@ static const struct cmd cmds[TALLYD_CTL_MAX_] = {
 	[TALLYD_CTL_PING] = { "ping", { NULL }, "{}" },
 	[TALLYD_CTL_JOB_CREATE] = { "job_create",
 		{ "name", "world", "window", "max_elems", "narrow", "group",
-		  "idle_timeout_s", "codec", "auth", NULL },
+		  "idle_timeout_s", "codec", "auth", "transport" },
 		"{\"name\", \"world\", \"window\"?, \"max_elems\"?, "
 		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?, "
-		"\"codec\"?: SPEC, \"auth\"?}" },
+		"\"codec\"?: SPEC, \"auth\"?, \"transport\"?: \"udp\"|\"rdma\"}" },
 	[TALLYD_CTL_JOB_LIST] = { "job_list", { "after", "limit", NULL },
 		"{\"after\"?: ID, \"limit\"?: N}" },
 	[TALLYD_CTL_JOB_SHOW] = { "job_show", { "name", NULL }, "{\"name\"}" },
@@ -94,6 +94,7 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 	json_t *auth = json_object_get(o, "auth");
 	json_t *group = json_object_get(o, "group");
 	json_t *codec = json_object_get(o, "codec");
+	json_t *tp = json_object_get(o, "transport");
 	struct tally_codec c = { .kind = TALLY_CODEC_FIXP, .density = 0.01 };
 	bool have_world = false;
 	char cwhy[160];
@@ -118,6 +119,15 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 	if (auth != NULL && !json_is_boolean(auth))
 		return fail(why, wlen, EINVAL, "'auth' must be true or false");
 	r->auth = json_is_true(auth);
+	if (tp != NULL && (!json_is_string(tp) ||
+			(strcmp(json_string_value(tp), "udp") != 0 &&
+			 strcmp(json_string_value(tp), "rdma") != 0)))
+		return fail(why, wlen, EINVAL, "'transport' must be \"udp\" "
+			"or \"rdma\"");
+	r->rdma = tp != NULL && strcmp(json_string_value(tp), "rdma") == 0;
+	if (r->rdma && group != NULL)
+		return fail(why, wlen, EINVAL, "'transport' rdma takes no "
+			"'group' (results go to each member's QPN)");
 	if (group != NULL && (!json_is_string(group) ||
 			tally_rdv_group_parse(json_string_value(group),
 				&r->group_ip, &r->group_port) != 0))

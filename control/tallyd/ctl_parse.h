@@ -33,6 +33,7 @@ struct tallyd_ctl_req {
 	unsigned int window;
 	unsigned int max_elems;
 	bool narrow;
+	bool rdma;		/* "transport": "rdma" (else "udp") */
 	bool auth;		/* an authenticated job (docs/protocol.md) */
 	uint32_t group_ip;			/* host order; 0: none */
 	uint16_t group_port;

@@ -56,6 +56,8 @@ struct tallyd_dpc {
 	uint32_t ip;			/* from ping; host order */
 	uint16_t port;
 	uint16_t nports;
+	uint16_t nqpns;			/* info's "roce": 0 = none */
+	uint32_t qpns[TALLY_RDV_MAX_QPNS];
 	struct tallyd_dpc_poll *poll;
 	char *buf;			/* MAX_REPLY bytes */
 };
@@ -145,6 +147,34 @@ tallyd_dpc_poll_state(struct tallyd_dpc *c)
 	return c->poll;
 }
 
+/*
+ * tally-dp's RoCEv2 QPNs from its info reply's optional "roce":
+ * {"qpns": [...], "pkey": N}, one QPN per worker lcore (docs/rdma.md).
+ * Absent: a tally-dp without RoCEv2 (nqpns 0). 0, or -EPROTO.
+ */
+static int
+set_roce(struct tallyd_dpc *c, json_t *roce)
+{
+	json_t *qpns = json_object_get(roce, "qpns");
+	size_t i, n = json_array_size(qpns);
+
+	c->nqpns = 0;
+	if (roce == NULL)
+		return 0;
+	if (!json_is_array(qpns) || n < 1 || n > TALLY_RDV_MAX_QPNS)
+		return -EPROTO;
+	for (i = 0; i < n; i++) {
+		json_int_t q = json_integer_value(json_array_get(qpns, i));
+
+		if (!json_is_integer(json_array_get(qpns, i)) || q < 1 ||
+				q > 0xffffff)
+			return -EPROTO;
+		c->qpns[i] = (uint32_t)q;
+	}
+	c->nqpns = (uint16_t)n;
+	return 0;
+}
+
 int
 tallyd_dpc_set_endpoint(struct tallyd *d, json_t *r)
 {
@@ -165,6 +195,18 @@ tallyd_dpc_set_endpoint(struct tallyd *d, json_t *r)
 	c->ip = ntohl(a.s_addr);
 	c->port = (uint16_t)port;
 	c->nports = (uint16_t)workers;
+	return set_roce(c, json_object_get(r, "roce"));
+}
+
+int
+tallyd_dpc_qpns(struct tallyd *d, uint32_t *qpns, uint16_t *n)
+{
+	struct tallyd_dpc *c = d->dpc;
+
+	if (c->nqpns == 0)
+		return -EPROTONOSUPPORT;
+	memcpy(qpns, c->qpns, c->nqpns * sizeof(qpns[0]));
+	*n = c->nqpns;
 	return 0;
 }
 

@@ -54,6 +54,20 @@ auth_json(const struct tallyd_job *j, uint64_t wire_token)
 		down);
 }
 
+/*
+ * One member of job_add: {"ip", "port"}, and "qpn" for an RDMA job's
+ * (tally-dp's RoCEv2 member is the source IP and QPN).
+ */
+static json_t *
+member_json(const char *ip, const struct tallyd_member *m)
+{
+	json_t *o = json_pack("{s:s, s:i}", "ip", ip, "port", m->port);
+
+	if (o != NULL && m->qpn != 0)
+		json_object_set_new(o, "qpn", json_integer(m->qpn));
+	return o;
+}
+
 static json_t *
 job_add_req(const struct tallyd_job *j)
 {
@@ -65,8 +79,8 @@ job_add_req(const struct tallyd_job *j)
 		struct in_addr a = { .s_addr = htonl(op->members[r].ip) };
 
 		inet_ntop(AF_INET, &a, ip, sizeof(ip));
-		json_array_append_new(members, json_pack("{s:s, s:i}", "ip", ip,
-			"port", op->members[r].port));
+		json_array_append_new(members, member_json(ip,
+			&op->members[r]));
 	}
 	snprintf(tok, sizeof(tok), "%016llx", (unsigned long long)op->token);
 	o = json_pack("{s:s, s:i, s:s, s:i, s:i, s:i, s:b, s:o}", "cmd",
@@ -84,6 +98,8 @@ job_add_req(const struct tallyd_job *j)
 	}
 	if (o != NULL && j->auth)
 		json_object_set_new(o, "auth", auth_json(j, op->token));
+	if (o != NULL && j->rdma)	/* tally-dp checks every SEND's */
+		json_object_set_new(o, "qkey", json_integer(j->qkey));
 	return o;
 }
 

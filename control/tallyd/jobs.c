@@ -106,6 +106,9 @@ tallyd_job_create(struct tallyd *d, const struct tallyd_job *tmpl,
 	j->window = tmpl->window;
 	j->max_elems = tmpl->max_elems;
 	j->narrow = tmpl->narrow;
+	j->rdma = tmpl->rdma;
+	if (j->rdma)	/* a Q_Key of its own; high bit clear (not controlled) */
+		j->qkey = randombytes_uniform(0x7fffffffu) + 1;
 	j->auth = tmpl->auth;
 	if (j->auth)
 		crypto_kdf_keygen(j->auth_secret);
@@ -245,6 +248,8 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 		return NULL;
 	json_object_set_new(o, "codec", json_string(j->codec));
 	json_object_set_new(o, "auth", json_boolean(j->auth));
+	json_object_set_new(o, "transport", json_string(j->rdma ? "rdma" :
+		"udp"));
 	if (j->group_ip != 0) {
 		struct in_addr a = { .s_addr = htonl(j->group_ip) };
 		char ip[INET_ADDRSTRLEN], g[32];
@@ -256,10 +261,16 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 	if (with_members) {
 		json_t *m = json_array();
 
-		for (unsigned int r = 0; j->has_members && r < j->world; r++)
-			json_array_append_new(m, json_pack("{s:i, s:o, s:i}",
-				"rank", r, "ip", ip_json(j->members[r].ip),
-				"port", j->members[r].port));
+		for (unsigned int r = 0; j->has_members && r < j->world; r++) {
+			json_t *e = json_pack("{s:i, s:o, s:i}", "rank", r,
+				"ip", ip_json(j->members[r].ip), "port",
+				j->members[r].port);
+
+			if (e != NULL && j->members[r].qpn != 0)
+				json_object_set_new(e, "qpn",
+					json_integer(j->members[r].qpn));
+			json_array_append_new(m, e);
+		}
 		json_object_set_new(o, "members", m);
 	}
 	return o;

@@ -117,7 +117,8 @@ barrier_holds(const struct tallyd_job *j)
 
 		if (c == NULL || c->st != RC_WAIT ||
 				c->member.ip != j->members[r].ip ||
-				c->member.port != j->members[r].port)
+				c->member.port != j->members[r].port ||
+				c->member.qpn != j->members[r].qpn)
 			return false;
 	}
 	return true;
@@ -256,6 +257,12 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	p.group_ip = j->group_ip;
 	p.group_port = j->group_port;
 	strcpy(p.codec, j->codec);
+	if (j->rdma && tallyd_dpc_qpns(d, p.qpns, &p.nqpns) != 0)
+		return tallyd_rdv_fail(d, c, EPROTONOSUPPORT,
+			TALLYD_JF_DP_DOWN, "job '%s' runs over RDMA, and the "
+			"dataplane (tally-dp) offers no RoCEv2 QPNs", j->name);
+	p.rdma = j->rdma;
+	p.qkey = j->qkey;
 	if (tallyd_rdv_send(c, &p) != 0) {
 		tallyd_rdv_finish(c, NULL);
 		return;
@@ -307,12 +314,18 @@ on_member(struct tallyd *d, struct tallyd_rdv_conn *c,
 
 	if (!address_ok(d, c, m->ip))
 		return;
+	if ((m->qpn != 0) != j->rdma)
+		return tallyd_rdv_fail(d, c, EPROTO, TALLYD_JF_MALFORMED,
+			"rank %u of job '%s' (transport %s) sent a member %s "
+			"a QPN", c->rank, j->name, j->rdma ? "rdma" : "udp",
+			m->qpn != 0 ? "with" : "without");
 	for (r = 0; r < j->world; r++) {
 		struct tallyd_rdv_conn *o = j->joiners[r];
 
 		if (o != NULL && o != c && o->st == RC_WAIT &&
 				o->member.ip == m->ip &&
-				o->member.port == m->port)
+				o->member.port == m->port &&
+				o->member.qpn == m->qpn)
 			return tallyd_rdv_fail(d, c, EADDRINUSE,
 				TALLYD_JF_DUPLICATE_RANK, "rank %u of job "
 				"'%s' sends from the same address as rank %u",
@@ -320,6 +333,7 @@ on_member(struct tallyd *d, struct tallyd_rdv_conn *c,
 	}
 	c->member.ip = m->ip;
 	c->member.port = m->port;
+	c->member.qpn = m->qpn;
 	c->st = RC_WAIT;
 	barrier_try(d, j);
 }

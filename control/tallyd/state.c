@@ -80,13 +80,16 @@ job_state_json(const struct tallyd_job *j)
 		sodium_memzero(sec, sizeof(sec));
 	}
 	json_object_set_new(o, "codec", json_string(j->codec));
+	if (j->rdma)
+		json_object_set_new(o, "qkey", json_integer(j->qkey));
 	if (j->has_members) {
 		json_t *m = json_array();
 
 		for (unsigned int r = 0; r < j->world; r++)
-			json_array_append_new(m, json_pack("{s:I, s:i}", "ip",
-				(json_int_t)j->members[r].ip, "port",
-				j->members[r].port));
+			json_array_append_new(m, json_pack("{s:I, s:i, s:I}",
+				"ip", (json_int_t)j->members[r].ip, "port",
+				j->members[r].port, "qpn",
+				(json_int_t)j->members[r].qpn));
 		snprintf(tok, sizeof(tok), "%016llx",
 			(unsigned long long)j->wire_token);
 		json_object_set_new(o, "members", m);
@@ -287,7 +290,7 @@ static int
 load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 {
 	json_int_t id, world, window, elems, gip, gport, idle, created, last;
-	json_int_t epoch = 0;
+	json_int_t epoch = 0, qkey = -1;
 	int narrow;
 	const char *name, *hash, *wtok = NULL, *codec = "fixp", *asec = NULL;
 	struct tally_codec cc;
@@ -298,7 +301,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 
 	if (json_unpack_ex(o, &err, 0, "{s:s, s:I, s:I, s:I, s:I, s:b, s:I, "
 			"s:I, s:I, s:s, s:I, s:I, s?I, s?o, s?s, s?o, s?o, s?s, "
-			"s?s}",
+			"s?s, s?I}",
 			"name", &name, "id", &id, "world", &world,
 			"window", &window, "max_elems", &elems,
 			"narrow", &narrow, "group_ip", &gip,
@@ -307,7 +310,8 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			"last_active", &last, "epoch", &epoch,
 			"members", &members, "wire_token", &wtok,
 			"counters_base", &base, "counters_last", &lst,
-			"codec", &codec, "auth_secret", &asec) != 0) {
+			"codec", &codec, "auth_secret", &asec,
+			"qkey", &qkey) != 0) {
 		snprintf(why, wlen, "a job: %s", err.text);
 		return -EINVAL;
 	}
@@ -318,6 +322,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			gip > UINT32_MAX || gport < 0 || gport > 65535 ||
 			idle < 0 || idle > UINT32_MAX || epoch < 0 ||
 			epoch > UINT32_MAX || tallyd_job_find(d, name) != NULL ||
+			qkey > 0x7fffffff || qkey == 0 ||
 			tally_codec_parse(codec, &cc, NULL, 0) != 0 ||
 			strlen(codec) >= TALLY_CODEC_SPEC_MAX ||
 			tallyd_job_find_id(d, (uint16_t)id) != NULL) {
@@ -340,6 +345,8 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	j->created = created;
 	j->last_active = last;
 	j->epoch = (uint32_t)epoch;
+	j->rdma = qkey > 0;	/* an RDMA job keeps its Q_Key */
+	j->qkey = j->rdma ? (uint32_t)qkey : 0;
 	strcpy(j->codec, codec);
 	j->auth = asec != NULL;
 	if (asec != NULL && (sodium_hex2bin(j->auth_secret,
@@ -373,9 +380,12 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 				"ip"));
 			json_int_t port = json_integer_value(
 				json_object_get(m, "port"));
+			json_int_t qpn = json_integer_value(
+				json_object_get(m, "qpn"));
 
 			if (ip <= 0 || ip > UINT32_MAX || port < 1 ||
-					port > 65535) {
+					port > 65535 || qpn < 0 ||
+					qpn > 0xffffff) {
 				free(j);
 				snprintf(why, wlen, "job '%s': bad member %zu",
 					name, r);
@@ -383,6 +393,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			}
 			j->members[r].ip = (uint32_t)ip;
 			j->members[r].port = (uint16_t)port;
+			j->members[r].qpn = (uint32_t)qpn;
 		}
 		j->wire_token = strtoull(wtok, NULL, 16);
 		j->has_members = true;

@@ -97,6 +97,8 @@ enum tallyd_job_state {
 struct tallyd_member {
 	uint32_t ip;		/* host order */
 	uint16_t port;
+	uint32_t qpn;		/* an RDMA job's member: its QP number
+				 * (tally-dp's member is ip and qpn); 0 UDP */
 };
 
 struct tallyd_rdv;
@@ -133,6 +135,9 @@ struct tallyd_job {
 	uint16_t window;
 	uint16_t max_elems;
 	bool narrow;
+	bool rdma;			/* transport rdma: RoCEv2 UD to
+					 * tally-dp's QPNs (docs/rdma.md) */
+	uint32_t qkey;			/* its Q_Key, random, high bit clear */
 	bool auth;			/* an authenticated job: tags */
 	uint8_t auth_secret[32];	/* its secret (tallyd_auth_keys()) */
 	uint32_t group_ip;		/* host order, 0: unicast */
@@ -349,6 +354,13 @@ bool tallyd_dpc_up(const struct tallyd_dpc *c);
  */
 int tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
 	uint16_t *nports);
+
+/*
+ * tally-dp's RoCEv2 QPNs (one per worker lcore, from its info reply)
+ * into qpns (TALLY_RDV_MAX_QPNS room) and *n: 0, or -EPROTONOSUPPORT
+ * when it advertised none.
+ */
+int tallyd_dpc_qpns(struct tallyd *d, uint32_t *qpns, uint16_t *n);
 
 /* The admin connection's pollfd (fd -1 while there is none). */
 void tallyd_dpc_pollfd(struct tallyd *d, struct pollfd *p);

@@ -6,8 +6,9 @@
  *
  * It connects to tallyd over TCP, in TLS (chan.c) unless told otherwise,
  * sends "join", learns the dataplane's address and the job's limits from
- * "params", opens the context's UDP socket toward the dataplane, reports
- * that socket's source address in "member", and waits at the join
+ * "params", opens the context's UDP socket toward the dataplane (or, for
+ * an RDMA job, its queue pair toward the dataplane's QPNs), reports its
+ * source address (and QPN) in "member", and waits at the join
  * barrier for "ready" with the wire token. Every step has a deadline;
  * tallyd's refusals come back as distinct errnos with tallyd's sentence
  * in tally_ctx_error(NULL).
@@ -45,6 +46,8 @@ struct url {
 	char job[TALLY_RDV_NAME_MAX + 1];
 	char ca[URL_MAX];	/* ?ca=FILE; "" = none given */
 	int tls;		/* ?tls=off: 0; else 1 */
+	char transport[8];	/* ?transport=udp|rdma; "" = the job's */
+	char rdma_dev[64];	/* ?rdma_device=NAME; "" = by address */
 };
 
 /* "tally://HOST[:PORT]/JOB" (in buf) into its parts. */
@@ -83,7 +86,8 @@ parse_hostjob(const char *url, char host[256], char port[8],
 	return 0;
 }
 
-/* The query "KEY=VALUE[&KEY=VALUE]..." (keys ca and tls) into u. */
+/* The query "KEY=VALUE[&KEY=VALUE]..." (keys ca, tls, transport,
+ * rdma_device) into u. */
 static int
 parse_query(char *q, struct url *u)
 {
@@ -102,6 +106,14 @@ parse_query(char *q, struct url *u)
 			u->tls = 1;
 		else if (strcmp(kv, "tls") == 0 && strcmp(eq + 1, "off") == 0)
 			u->tls = 0;
+		else if (strcmp(kv, "transport") == 0 &&
+				(strcmp(eq + 1, "udp") == 0 ||
+				 strcmp(eq + 1, "rdma") == 0))
+			strcpy(u->transport, eq + 1);
+		else if (strcmp(kv, "rdma_device") == 0 &&
+				strlen(eq + 1) < sizeof(u->rdma_dev) &&
+				tally_rdv_name_ok(eq + 1))
+			strcpy(u->rdma_dev, eq + 1);
 		else
 			return -EINVAL;
 	}
@@ -119,6 +131,8 @@ parse_url(const char *url, struct url *u)
 	strcpy(buf, url);
 	u->ca[0] = '\0';
 	u->tls = 1;
+	u->transport[0] = '\0';
+	u->rdma_dev[0] = '\0';
 	if ((q = strchr(buf, '?')) != NULL) {
 		*q++ = '\0';
 		if (parse_query(q, u) != 0)
@@ -314,6 +328,28 @@ open_chan(const struct url *u, const struct tally_ctx_opts *o,
 	return tally_chan_open(fd, u->host, tls, ca, deadline, ch);
 }
 
+/*
+ * The transport of the job that params describes (RDMA when it carries
+ * the dataplane's QPNs) into o, checked against what the worker asked
+ * for (want: opts' or the URL's; NULL = whatever the job runs).
+ */
+static int
+transport_from_params(const struct tally_rdv_msg *p, const char *want,
+	struct tally_ctx_opts *o)
+{
+	const char *job = p->rdma ? "rdma" : "udp";
+
+	if (want != NULL && strcmp(want, job) != 0)
+		return tally_ctx_open_fail(-EPROTONOSUPPORT, "the job runs "
+			"over %s, not %s (its transport is set by `tallyctl "
+			"job create --transport`)", job, want);
+	o->transport = job;
+	o->dp_qpns = p->rdma ? p->qpns : NULL;
+	o->dp_nqpns = p->rdma ? p->nqpns : 0;
+	o->qkey = p->qkey;
+	return 0;
+}
+
 /* Options of the context toward the dataplane that params names. */
 static int
 ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
@@ -339,6 +375,8 @@ ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
 		o->group_addr = group;
 		o->bind_port = p->group_port;
 	}
+	if ((rc = transport_from_params(p, o->transport, o)) != 0)
+		return rc;
 	o->job = p->job_id;
 	o->narrow = p->narrow;
 	o->codec = p->codec[0] != '\0' ? p->codec : NULL;
@@ -379,7 +417,7 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 	}
 	m = (struct tally_rdv_msg){ .op = TALLY_RDV_MEMBER,
 		.ip = lip != 0 ? ntohl(lip) : ntohl(inet_addr(o->bind_addr)),
-		.port = ntohs(lport) };
+		.port = ntohs(lport), .qpn = ctx->tp->qpn };
 	if ((rc = send_msg(ch, &m, deadline)) != 0) {
 		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
 			strerror(-rc));
@@ -428,8 +466,13 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 		o = *base;
 	if (parse_url(url, &u) != 0)
 		return tally_ctx_open_fail(-EINVAL, "'%s' is not "
-			"tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]",
+			"tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]"
+			"[&transport=udp|rdma][&rdma_device=NAME]",
 			url != NULL ? url : "(null)");
+	if (o.transport == NULL && u.transport[0] != '\0')
+		o.transport = u.transport;
+	if (o.rdma_device == NULL && u.rdma_dev[0] != '\0')
+		o.rdma_device = u.rdma_dev;
 	if (token == NULL || !tally_rdv_token_ok(token))
 		return tally_ctx_open_fail(-EINVAL, "a job token is %d hex "
 			"digits", TALLY_RDV_TOKEN_HEX);

@@ -158,7 +158,7 @@ struct tally_verbs_conf {
 				 * (libibverbs) */
 };
 
-#define TALLY_VERBS_MAX_QPNS	256
+#define TALLY_VERBS_MAX_QPNS	64
 
 /*
  * Opens a UD queue pair on conf's device and port (conf borrowed), with

@@ -111,7 +111,7 @@ struct tally_ctx_opts {
 				 * or takes the URL's ?transport= */
 	const uint32_t *dp_qpns; /* rdma: the dataplane's QPNs; slot s goes
 				 * to dp_qpns[s % dp_nqpns] (borrowed) */
-	uint16_t dp_nqpns;	/* rdma: 1..256 */
+	uint16_t dp_nqpns;	/* rdma: 1..64 */
 	uint32_t qkey;		/* rdma: the job's Q_Key (high bit clear) */
 	const char *rdma_device; /* rdma: verbs device name (ibv_devices);
 				 * NULL = the first with bind_addr's GID.
@@ -137,8 +137,10 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
 
 /*
  * Joins a job through tallyd and opens a context for it: url is
- * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]" (port 7470 by
- * default), token the job's 64 hex digits from `tallyctl job create`,
+ * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off][&transport=udp|rdma]
+ * [&rdma_device=NAME]" (port 7470 by default; the job's transport, from
+ * tallyd, unless transport= asks for one: a job of the other fails with
+ * -EPROTONOSUPPORT), token the job's 64 hex digits from `tallyctl job create`,
  * rank and world this worker's place. The rendezvous runs in TLS: tallyd's
  * certificate must be signed by a CA of the first of opts.ca_file
  * (tally_open_opts()), the URL's ca=, the environment's TALLY_CA, the
@@ -161,6 +163,7 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
  *   -ECANCELED  the job is being deleted
  *   -EHOSTDOWN  tallyd cannot reach the dataplane
  *   -EKEYREJECTED  tallyd's certificate is not trusted or not for HOST
+ *   -EPROTONOSUPPORT  the job's transport is not the one asked for
  *   -EPROTO     a malformed exchange, or no TLS agreed (e.g. TLS on one
  *               side only); -ECONNREFUSED etc.: no tallyd
  * Calling it again after an allreduce failed (e.g. after a dataplane
@@ -172,8 +175,8 @@ int tally_open(const char *url, const char *token, unsigned int rank,
 /*
  * tally_open() with options: of base (borrowed; NULL = defaults), it
  * uses bind_addr, bind_port, window and elems (each capped at the job's),
- * rto_us, timeout_ms, join_timeout_ms and ca_file; tallyd supplies the
- * rest.
+ * rto_us, timeout_ms, join_timeout_ms, ca_file, transport (as the URL's
+ * transport=), rdma_device and rdma_port; tallyd supplies the rest.
  */
 int tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,

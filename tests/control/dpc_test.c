@@ -208,8 +208,8 @@ ready_job(struct tallyd *d, const char *name, uint64_t token)
 	strcpy(t.name, name);
 	j = tallyd_job_create(d, &t, hex);
 	assert_non_null(j);
-	j->members[0] = (struct tallyd_member){ 0x0a090002, 40001 };
-	j->members[1] = (struct tallyd_member){ 0x0a090003, 40001 };
+	j->members[0] = (struct tallyd_member){ 0x0a090002, 40001, 0 };
+	j->members[1] = (struct tallyd_member){ 0x0a090003, 40001, 0 };
 	j->wire_token = token;
 	j->has_members = true;
 	return j;
@@ -509,8 +509,8 @@ static void
 test_program_folds(void **state)
 {
 	struct fixture *f = *state;
-	struct tallyd_member m[2] = { { 0x0a090004, 40002 },
-		{ 0x0a090005, 40002 } };
+	struct tallyd_member m[2] = { { 0x0a090004, 40002, 0 },
+		{ 0x0a090005, 40002, 0 } };
 	struct tallyd_job *x;
 	char e[512], page[1024], *text;
 	json_t *req;
@@ -573,8 +573,8 @@ static void
 test_poll_leaves_busy_job(void **state)
 {
 	struct fixture *f = *state;
-	struct tallyd_member m[2] = { { 0x0a090004, 40002 },
-		{ 0x0a090005, 40002 } };
+	struct tallyd_member m[2] = { { 0x0a090004, 40002, 0 },
+		{ 0x0a090005, 40002, 0 } };
 	struct tallyd_job *x;
 
 	first_poll(f);

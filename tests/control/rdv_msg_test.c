@@ -69,12 +69,28 @@ every_op_roundtrips(void **state)
 	roundtrip(&m, &o);
 	assert_int_equal(o.group_ip, 0);
 	assert_string_equal(o.codec, "sparse,density=0.001,est=topk");
+	assert_false(o.rdma);
+	/* An RDMA job: the dataplane's QPNs and the job's Q_Key. */
+	m.rdma = 1;
+	m.nqpns = TALLY_RDV_MAX_QPNS;
+	for (unsigned int i = 0; i < TALLY_RDV_MAX_QPNS; i++)
+		m.qpns[i] = 0xfff000 + i;
+	m.qkey = 0x7fffffff;
+	roundtrip(&m, &o);
+	assert_true(o.rdma);
+	assert_int_equal(o.nqpns, TALLY_RDV_MAX_QPNS);
+	assert_memory_equal(o.qpns, m.qpns, sizeof(m.qpns));
+	assert_int_equal(o.qkey, 0x7fffffff);
 
 	m = (struct tally_rdv_msg){ .op = TALLY_RDV_MEMBER,
 		.ip = 0x0a4d000c, .port = 40001 };
 	roundtrip(&m, &o);
 	assert_int_equal(o.ip, 0x0a4d000c);
 	assert_int_equal(o.port, 40001);
+	assert_int_equal(o.qpn, 0);
+	m.qpn = 0xabcdef;	/* an RDMA member */
+	roundtrip(&m, &o);
+	assert_int_equal(o.qpn, 0xabcdef);
 
 	m = (struct tally_rdv_msg){ .op = TALLY_RDV_READY,
 		.wire_token = 0xfedcba9876543210ull, .epoch = 4000000000u };
@@ -159,6 +175,33 @@ bad_messages_are_refused(void **state)
 		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":0}",
 		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":65536}",
 		"{\"op\":\"member\",\"ip\":\"10.0.0\",\"port\":1}",
+		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":1,"
+			"\"qpn\":0}",
+		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":1,"
+			"\"qpn\":16777216}",
+		"{\"op\":\"member\",\"ip\":\"10.0.0.1\",\"port\":1,"
+			"\"qpn\":\"7\"}",
+		/* params' rdma */
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"rdma\":{\"qpns\":[],\"qkey\":1}}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"rdma\":{\"qpns\":[256],\"qkey\":2147483648}}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"rdma\":{\"qpns\":[0],\"qkey\":1}}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"rdma\":{\"qpns\":[256],\"qkey\":1,\"x\":1}}",
+		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
+			"\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+			"\"window\":1,\"max_elems\":1,\"narrow\":false,"
+			"\"rdma\":[256]}",
 		/* params */
 		"{\"op\":\"params\",\"errno\":0,\"dp_ip\":\"10.0.0.1\","
 			"\"dp_port\":65535,\"dp_nports\":2,\"job_id\":1,"
@@ -208,6 +251,12 @@ bad_messages_are_refused(void **state)
 		"\"10.0.0.1\",\"dp_port\":65534,\"dp_nports\":2,\"job_id\":1,"
 		"\"window\":1,\"max_elems\":8192,\"narrow\":false,\"group\":"
 		"\"239.0.0.1:5\"}"), 0);
+	assert_int_equal(parse("{\"op\":\"params\",\"errno\":0,\"dp_ip\":"
+		"\"10.0.0.1\",\"dp_port\":1,\"dp_nports\":1,\"job_id\":1,"
+		"\"window\":1,\"max_elems\":1,\"narrow\":false,\"rdma\":"
+		"{\"qpns\":[256,257],\"qkey\":2147483647}}"), 0);
+	assert_int_equal(parse("{\"op\":\"member\",\"ip\":\"10.0.0.1\","
+		"\"port\":4791,\"qpn\":16777215}"), 0);
 }
 
 static void

@@ -131,8 +131,10 @@ save_and_load(void **state)
 	a = mk(d, "alpha", 2, ta);
 	b = mk(d, "beta", 3, tb);
 	a->has_members = true;
-	a->members[0] = (struct tallyd_member){ 0x0a4d000c, 40001 };
-	a->members[1] = (struct tallyd_member){ 0x0a4d000d, 40002 };
+	a->members[0] = (struct tallyd_member){ 0x0a4d000c, 4791, 0x1c2 };
+	a->members[1] = (struct tallyd_member){ 0x0a4d000d, 4791, 0xffffff };
+	a->rdma = true;		/* an RDMA job: its Q_Key and QPNs kept */
+	a->qkey = 0x7fffffff;
 	a->wire_token = 0x0123456789abcdefull;
 	a->epoch = 7;
 	a->base.rounds = 10;
@@ -163,6 +165,8 @@ save_and_load(void **state)
 	assert_int_equal(x->world, 2);
 	assert_true(x->has_members);
 	assert_memory_equal(x->members, a->members, 2 * sizeof(a->members[0]));
+	assert_true(x->rdma);
+	assert_int_equal(x->qkey, 0x7fffffff);
 	assert_true(x->wire_token == a->wire_token);
 	assert_int_equal(x->epoch, 7);
 	assert_true(tallyd_job_token_ok(x, ta));
@@ -173,6 +177,7 @@ save_and_load(void **state)
 	x = tallyd_job_find(&e, "beta");
 	assert_non_null(x);
 	assert_false(x->has_members);
+	assert_false(x->rdma);
 	assert_true(x->narrow);
 	assert_true(x->auth);
 	assert_memory_equal(x->auth_secret, b->auth_secret, 32);

@@ -152,6 +152,10 @@ settings(struct tallyctl_table *t, const json_t *job, time_t now)
 	if (json_object_get(job, "auth") != NULL &&
 			(ret = kv(t, "auth", json_object_get(job, "auth"))))
 		return ret;
+	/* udp or rdma (docs/rdma.md); older tallyds do not say. */
+	if (json_object_get(job, "transport") != NULL && (ret = kv(t,
+			"transport", json_object_get(job, "transport"))))
+		return ret;
 	/* The job's codec spec (<tally/codec.h>); older tallyds have none. */
 	if (json_object_get(job, "codec") != NULL &&
 			(ret = kv(t, "codec", json_object_get(job, "codec"))))

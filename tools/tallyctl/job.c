@@ -35,6 +35,7 @@ struct create_args {
 	bool auth;
 	const char *group;
 	const char *codec;
+	const char *transport;
 };
 
 /* "A.B.C.D:PORT", as far as tallyctl checks it (tallyd does the rest). */
@@ -81,6 +82,16 @@ create_opt(struct tallyctl *g, int argc, char **argv, int *i,
 	}
 	if ((r = tallyctl_opt(g, argc, argv, i, "--codec", &a->codec)) != 0)
 		return r > 0 ? 1 : -1;	/* tallyd checks the spec */
+	if ((r = tallyctl_opt(g, argc, argv, i, "--transport",
+			&a->transport)) != 0) {
+		if (r > 0 && strcmp(a->transport, "udp") != 0 &&
+				strcmp(a->transport, "rdma") != 0) {
+			tallyctl_usage_error(g, "--transport: '%s' is not udp "
+				"or rdma", a->transport);
+			return -1;
+		}
+		return r > 0 ? 1 : -1;
+	}
 	if ((r = tallyctl_opt(g, argc, argv, i, "--group", &a->group)) == 0)
 		return 0;
 	if (r > 0 && !group_ok(a->group)) {
@@ -141,6 +152,9 @@ create_req(const struct create_args *a)
 		err |= json_object_set_new(req, "group", json_string(a->group));
 	if (req != NULL && a->codec != NULL)
 		err |= json_object_set_new(req, "codec", json_string(a->codec));
+	if (req != NULL && a->transport != NULL)
+		err |= json_object_set_new(req, "transport",
+			json_string(a->transport));
 	if (err) {
 		json_decref(req);
 		return NULL;
@@ -235,10 +249,12 @@ job_delete(struct tallyctl *g, int argc, char **argv)
 
 const struct tallyctl_cmd tallyctl_job_cmds[] = {
 	{ "create", "NAME --world N [--window N] [--max-elems N] [--narrow] "
-	  "[--group IP:PORT] [--idle-timeout S] [--codec SPEC] [--auth]",
+	  "[--group IP:PORT] [--idle-timeout S] [--codec SPEC] [--auth] "
+	  "[--transport udp|rdma]",
 	  "Create a job (world 1-64, "
 	  "window 1-32768 slots, max-elems 1-8192, idle timeout in seconds, "
-	  "0: never; --auth: every packet tagged, docs/protocol.md) and "
+	  "0: never; --auth: every packet tagged, docs/protocol.md; "
+	  "--transport rdma: workers send RoCEv2 UD, docs/rdma.md) and "
 	  "print its token, which is shown only this once.",
 	  job_create, NULL },
 	{ "list", "", "One line per job: its id, world, members joined, "
