@@ -69,6 +69,13 @@ good_requests(void **state)
 	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"x\","
 		"\"world\":4,\"codec\":\"randk,seed=0x10\"}", &r), 0);
 	assert_string_equal(r.codec, "randk,seed=16");
+	assert_false(r.rdma);
+	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"x\","
+		"\"world\":4,\"transport\":\"rdma\"}", &r), 0);
+	assert_true(r.rdma);
+	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"x\","
+		"\"world\":4,\"transport\":\"udp\"}", &r), 0);
+	assert_false(r.rdma);
 
 	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"x\","
 		"\"world\":64,\"window\":32768,\"max_elems\":8192,"
@@ -123,6 +130,11 @@ bad_requests(void **state)
 			"\"max_elems\":8193}", EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
 			"\"narrow\":1}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"transport\":\"ib\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"transport\":\"rdma\",\"group\":\"239.0.0.1:5\"}",
+			EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":2,"
 			"\"auth\":1}", EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"

@@ -477,6 +477,58 @@ test_token_fp(void **state)
 	assert_int_equal(x->base.rounds, 7);
 }
 
+/*
+ * RDMA: tally-dp's QPNs come from its ping's "roce" (none without it);
+ * an RDMA job's job_add carries its Q_Key and each member's QPN.
+ */
+static void
+test_rdma(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd_job *x;
+	uint32_t qpns[TALLY_RDV_MAX_QPNS];
+	uint16_t n = 0;
+	json_t *req, *m;
+
+	first_poll(f);
+	assert_int_equal(tallyd_dpc_qpns(&f->d, qpns, &n), -EPROTONOSUPPORT);
+	tallyd_dpc_poll(&f->d);
+	serve(f, "ping", "{\"errno\":0,\"version\":\"t\",\"steering\":"
+		"\"software\",\"workers\":2,\"ip\":\"10.9.0.1\","
+		"\"udp_port\":47474,\"roce\":{\"qpns\":[256,257],"
+		"\"pkey\":65535}}");
+	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
+	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
+	idle(f, 30);
+	assert_int_equal(tallyd_dpc_qpns(&f->d, qpns, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(qpns[0], 256);
+	assert_int_equal(qpns[1], 257);
+
+	x = ready_job(&f->d, "x", 42);
+	x->rdma = true;
+	x->qkey = 0x1234567;
+	x->members[0].qpn = 0x2001;
+	x->members[1].qpn = 0xffffff;
+	x->in_dp = true;
+	tallyd_dpc_poll(&f->d);
+	serve(f, "ping", ping_reply);	/* no "roce" now: none */
+	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
+	req = expect(f, "job_add");
+	assert_int_equal(json_integer_value(json_object_get(req, "qkey")),
+		0x1234567);
+	m = json_object_get(req, "members");
+	assert_int_equal(json_integer_value(json_object_get(
+		json_array_get(m, 0), "qpn")), 0x2001);
+	assert_int_equal(json_integer_value(json_object_get(
+		json_array_get(m, 1), "qpn")), 0xffffff);
+	json_decref(req);
+	answer(f, "{\"errno\":0}");
+	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
+	idle(f, 30);
+	assert_int_equal(tallyd_dpc_qpns(&f->d, qpns, &n), -EPROTONOSUPPORT);
+}
+
 /* A membership tally-dp lost (it restarted) goes back, counted once. */
 static void
 test_restore(void **state)
@@ -637,6 +689,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_fp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rdma, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_program_folds, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_poll_leaves_busy_job,

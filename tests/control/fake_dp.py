@@ -5,7 +5,9 @@
 # tallyd's side of it without DPDK (tests/control/dpc_down_test.py). It
 # listens on SOCKET (SOCK_SEQPACKET, backlog 2) and answers ping,
 # job_add, job_del, job_list and stats the way docs/tools/tally-dp.md
-# says, from a job table in memory, with every counter at 0. It only
+# says, from a job table in memory, with every counter at 0; with
+# FAKE_DP_QPNS=256,257 in its environment its ping advertises those
+# RoCEv2 QPNs ("roce"), and job_list echoes a job's "qkey". It only
 # answers: stop it (SIGSTOP) to see what tallyd does when tally-dp
 # stops answering. Not a dataplane: no packets, no limits beyond the
 # keys it checks.
@@ -20,14 +22,20 @@ def answer(jobs, req):
     """The reply (an object) to one request object."""
     cmd = req.get("cmd")
     if cmd == "ping":
-        return {"errno": 0, "version": "fake", "steering": "software",
-                "workers": 1, "ip": "127.0.0.1", "udp_port": 47474}
+        rep = {"errno": 0, "version": "fake", "steering": "software",
+               "workers": 1, "ip": "127.0.0.1", "udp_port": 47474}
+        if os.environ.get("FAKE_DP_QPNS"):     # a RoCEv2 tally-dp
+            rep["roce"] = {"qpns": [int(q, 0) for q in
+                                    os.environ["FAKE_DP_QPNS"].split(",")],
+                           "pkey": 65535}
+        return rep
     if cmd == "job_add":
         jid = req.get("id")
         if jid in jobs:
             return {"errno": 17, "error": f"job {jid} exists"}
         entry = {k: req[k] for k in ("id", "world", "window", "max_elems",
-                                     "narrow", "members") if k in req}
+                                     "narrow", "members", "qkey")
+                 if k in req}
         if "group" in req:
             entry["group"] = req["group"]
         entry["counters"] = {}
