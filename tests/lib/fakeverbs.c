@@ -121,7 +121,7 @@ fakeverbs_reset(const struct fakeverbs_conf *c)
 	conf = *c;
 	if (conf.mtu == 0)
 		conf.mtu = IBV_MTU_4096;
-	memset(&stats, 0, sizeof(stats));
+	stats = (struct fakeverbs_stats){ .live = stats.live };
 	post_recv_calls = 0;
 	pthread_mutex_unlock(&lock);
 }
@@ -327,6 +327,15 @@ grh_fill(uint8_t *g, const struct sockaddr_in *from, size_t len)
 	uint16_t tot = htons((uint16_t)(20 + 8 + 12 + 8 + len + 4));
 
 	memset(g, 0, GRH);
+	if (conf.grh_ib) {
+		g[0] = 0x60;	/* IPv6 version */
+		g[6] = 0x1b;	/* next header: BTH */
+		g[7] = 64;
+		g[18] = g[19] = g[34] = g[35] = 0xff;
+		memcpy(g + 20, &from->sin_addr.s_addr, 4);
+		memcpy(g + 36, &conf.local_ip, 4);
+		return;
+	}
 	g[20] = 0x45;
 	memcpy(g + 22, &tot, 2);
 	g[28] = 64;		/* TTL */

@@ -48,6 +48,9 @@ struct fakeverbs_conf {
 	unsigned int recv_err_at; /* the receive (1st, ...) that completes
 				 * with recv_err; 0 none */
 	enum ibv_wc_status recv_err;
+	int grh_ib;		/* receives carry a GRH (IB, RoCEv1: IPv6
+				 * header, IPv4-mapped source GID) instead
+				 * of RoCEv2's IPv4 header */
 };
 
 /* What it saw, over all its devices since fakeverbs_reset(). */
@@ -69,7 +72,10 @@ struct fakeverbs_stats {
 
 extern const struct tally_verbs_ops fakeverbs_ops;
 
-/* Sets the configuration and zeroes the counters (none may be live). */
+/*
+ * Sets the configuration and zeroes the counters, but live (objects of
+ * earlier transports still count until destroyed).
+ */
 void fakeverbs_reset(const struct fakeverbs_conf *conf);
 
 /* The counters so far. */

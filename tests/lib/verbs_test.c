@@ -329,6 +329,15 @@ test_data_path(void **state)
 	assert_int_equal(rx[0].len, 300);
 	assert_memory_equal(rbuf[0], buf, 300);
 	assert_int_equal(rx[1].len, 0);
+	/* The same with a GRH (IPv4-mapped source GID) in the area. */
+	fc.grh_ib = 1;
+	fakeverbs_reset(&fc);
+	assert_int_equal(sendto(fds[0], buf, 200, 0, (struct sockaddr *)&me,
+		sizeof(me)), 200);
+	nanosleep(&(struct timespec){ .tv_nsec = 20000000 }, NULL);
+	assert_int_equal(tally_transport_recv(tp, rx, 4, 100000), 1);
+	assert_int_equal(rx[0].len, 200);
+	assert_memory_equal(rbuf[0], buf, 200);
 	/* Nothing there: the timeout passes, 0 packets. */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
