@@ -38,6 +38,9 @@ def parse_args(argv):
     ap.add_argument("--machine", default="")
     ap.add_argument("--command", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--loss", type=int, default=0,
+                    help="loss mode's percentage: SYSTEM+loss rows ran "
+                    "with it, SYSTEM rows without")
     a = ap.parse_args(argv)
     a.systems = a.systems.split(",")
     a.sizes = [int(s) for s in a.sizes.split(",")]
@@ -59,7 +62,9 @@ def load(res, system, size, rep):
             r["cpu_busy_before"] = int(f.read())
     except (OSError, ValueError):
         pass
-    r["size"], r["rep"] = size, rep
+    # The row's name is the file's: loss mode keeps SYSTEM+loss runs,
+    # which printed plain SYSTEM.
+    r["system"], r["size"], r["rep"] = system, size, rep
     return r
 
 
@@ -92,6 +97,13 @@ def cell(system, size, runs):
         c["retransmit_pct"] = 100.0 * sum(r["retransmits"] for r in good) / sent
         c["spurious_pct"] = 100.0 * sum(r.get("spurious", 0)
                                         for r in good) / sent
+        for k in ("retransmits", "spurious", "rack", "probes", "timeouts"):
+            c[k] = sum(r.get(k, 0) for r in good)
+        dp = [r["dp_stats"] for r in good if "dp_stats" in r]
+        if len(dp) == len(good):
+            c["dp_duplicates"] = sum(d.get("duplicates", 0) for d in dp)
+            c["dp_served"] = sum(d.get("retransmissions_served", 0)
+                                 for d in dp)
     busy = [r["cpu_busy_before"] for r in runs if "cpu_busy_before" in r]
     if busy:
         c["cpu_busy_before_max"] = max(busy)
@@ -190,6 +202,80 @@ def setups(runs):
     return out
 
 
+LOSS_TARGET = 1.2       # issue 18: lossy time <= 1.2x lossless, each size
+RETX_BOUND = 0.5        # and under 0.5 % retransmitted lossless
+
+
+def judge_loss(cells, size):
+    """Loss mode's verdicts at one size: each SYSTEM+loss median against
+    its SYSTEM's (at most LOSS_TARGET), and every lossless tally row's
+    retransmitted share (under RETX_BOUND %)."""
+    here = {c["system"]: c for c in cells if c["size"] == size}
+    out = []
+    for name, c in here.items():
+        if not name.startswith("tally"):
+            continue
+        if not name.endswith("+loss"):
+            v = {"size": size, "what": f"{name} lossless retransmitted",
+                 "bound_pct": RETX_BOUND}
+            if "retransmit_pct" in c:
+                v["pct"] = c["retransmit_pct"]
+            v["met"] = v.get("pct", 100.0) < RETX_BOUND
+            out.append(v)
+            continue
+        base = here.get(name[:-len("+loss")], {})
+        v = {"size": size, "what": f"{name} / {name[:-5]} by median",
+             "target": LOSS_TARGET, "loss_ratio": True}
+        if "median_s" in c and "median_s" in base:
+            v["ratio"] = c["median_s"] / base["median_s"]
+            v["met"] = v["ratio"] <= LOSS_TARGET
+        else:
+            v["met"] = False
+        out.append(v)
+    return out
+
+
+def print_loss(a, cells, verdicts):
+    """Loss mode's table: per size and tally system, lossless and lossy
+    medians, their ratio, and what the workers and tally-dp counted."""
+    print()
+    print(f"loss mode: {a.loss}% of tally's UDP frames dropped both ways "
+          f"at every worker's link in the +loss rows")
+    hdr = (f"{'size':<9} {'system':<14} {'median s':>9} {'ratio':>6} "
+           f"{'retx %':>6} {'spur %':>6} {'rack':>6} {'probes':>6} "
+           f"{'rto':>5} {'dups':>6} {'served':>6}")
+    print(hdr)
+    print("-" * len(hdr))
+    ratio = {(v["size"], v["what"].split(" ")[0]): v.get("ratio")
+             for v in verdicts if v.get("loss_ratio")}
+    last = None
+    for c in cells:
+        if not c["system"].startswith("tally"):
+            continue
+        size = mib(c["size"]) if c["size"] != last else ""
+        last = c["size"]
+        if "median_s" not in c:
+            print(f"{size:<9} {c['system']:<14} FAILED: {c['error']}")
+            continue
+        r = ratio.get((c["size"], c["system"]))
+        print(f"{size:<9} {c['system']:<14} {c['median_s']:9.3f} "
+              + (f"{r:5.2f}x" if r is not None else f"{'-':>6}") + " "
+              + fmt(c.get("retransmit_pct"), ".2f", 6) + " "
+              + fmt(c.get("spurious_pct"), ".2f", 6) + " "
+              + fmt(c.get("rack"), "d", 6) + " "
+              + fmt(c.get("probes"), "d", 6) + " "
+              + fmt(c.get("timeouts"), "d", 5) + " "
+              + fmt(c.get("dp_duplicates"), "d", 6) + " "
+              + fmt(c.get("dp_served"), "d", 6))
+    print()
+    print("ratio: the +loss median / the lossless median; retx %, spur %: "
+          "packets the workers sent twice,\nand those found needless, of "
+          "all they sent; rack, probes, rto: retransmissions by cause;\n"
+          "dups: retransmissions tally-dp dropped (the round still open, "
+          "their first copy counted);\nserved: results tally-dp sent again "
+          "from a completed round; counts summed over the repetitions")
+
+
 def fmt(v, spec, width):
     return f"{v:{width}{spec}}" if v is not None else f"{'-':>{width}}"
 
@@ -231,6 +317,7 @@ def main(argv):
                          and r["size"] == z])
              for z in a.sizes for s in a.systems]
     verdicts = [v for z in a.sizes for v in judge(cells, z, a.workers)]
+    verdicts += [v for z in a.sizes for v in judge_loss(cells, z)]
     rate = a.rate if a.rate_bits else "unlimited"
     print()
     print(f"allreduce of float32, {a.workers} workers, links {rate}, "
@@ -251,8 +338,18 @@ def main(argv):
           "retx %: packets the workers sent twice; CPU s/GiB: the workers' "
           "CPU seconds during the timed\ncalls per GiB reduced (tally-dp: "
           "its own); idle %: the machine's idle share during them")
+    if a.loss:
+        print_loss(a, cells, verdicts)
     for v in verdicts:
-        if "ratio" in v or "target" in v:
+        if "bound_pct" in v:
+            got = f"{v['pct']:.2f}%" if "pct" in v else "failed"
+            print(f"{mib(v['size'])}: {v['what']}: {got} (bound "
+                  f"{v['bound_pct']}%): {'met' if v['met'] else 'not met'}")
+        elif v.get("loss_ratio"):
+            got = f"{v['ratio']:.2f}x" if "ratio" in v else "failed"
+            print(f"{mib(v['size'])}: {v['what']}: {got} (target at most "
+                  f"{v['target']}x): {'met' if v['met'] else 'not met'}")
+        elif "ratio" in v or "target" in v:
             got = f"{v['ratio']:.2f}x" if "ratio" in v else "tally failed"
             if v["target"] is None:
                 print(f"{mib(v['size'])}: {v['what']}: {got}")
@@ -277,6 +374,7 @@ def main(argv):
                "machine": a.machine, "workers": a.workers,
                "rate": a.rate if a.rate_bits else None,
                "rate_bits": a.rate_bits or None, "mtu": a.mtu,
+               "loss_pct": a.loss,
                "sizes": a.sizes, "reps": a.reps, "iters": a.iters,
                "systems": a.systems, "table": cells, "verdicts": verdicts,
                "runs": runs}
