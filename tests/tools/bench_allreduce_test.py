@@ -45,7 +45,9 @@ def usage_errors():
                  ["--sizes", "1M,6"], ["--sizes", "4M,4096K"],
                  ["--size", "3"], ["--reps", "0"], ["--reps", "x"],
                  ["--reps"], ["--iters", "0"], ["--systems", "tally,nope"],
-                 ["-n", "1"], ["--rate", "fast"], ["--pmd", "dpdk"]):
+                 ["-n", "1"], ["--rate", "fast"], ["--pmd", "dpdk"],
+                 ["--loss", "x"], ["--loss", "51"], ["--loss", "0.5"],
+                 ["--loss", "1", "--systems", "tally,gloo"]):
         rc, _, err = run([drv] + args)
         ok(rc == 2 and "usage:" in err,
            f"bench-allreduce {' '.join(args)}: exit 2 with usage (got {rc})")
@@ -110,7 +112,8 @@ def report():
     tally 0.01 a call = 2.6 s/GiB, tally-dp 1.0, against gloo's 0.02 =
     5.1 (met). Idle: every
     tally call 30 busy ticks of 40 (25 %), gloo's 10 of 40 (75 %).
-    Retransmitted: 6 x 10 of 6 x 1000 = 1.00 %."""
+    Retransmitted: 6 x 10 of 6 x 1000 = 1.00 % (above the 0.5 % bound of
+    a lossless row: not met at either size)."""
     d = tempfile.mkdtemp(prefix="ba-report.")
     one, four = MIB, 4 * MIB
     tb = {1: [0.010, 0.013], 2: [0.015, 0.012], 3: [0.011, 0.011]}
@@ -154,7 +157,8 @@ def report():
     ok(doc["sizes"] == [one, four] and len(doc["runs"]) == 12 and
        c["rep_s"] == [0.010, 0.012, 0.011] and
        abs(c["spurious_pct"] - 0.4) < 1e-9 and
-       [v["met"] for v in doc["verdicts"]] == [True, False, False, True],
+       [v["met"] for v in doc["verdicts"]] == [True, False, False, True,
+                                               False, False],
        "report: --json holds the runs, the table and the verdicts")
     # 8 workers: the target from 4 MiB is 1.65x.
     rc, out, _ = run(report_cmd(d, [four], 3, workers=8))
@@ -179,6 +183,52 @@ def report_sparse():
        "workers' blocks 90 (2.20x one worker's 41)" in out,
        f"report: block-sparse union from tally-dp's rounds (rc {rc}; "
        f"{err.strip()})")
+
+
+def report_loss():
+    """Loss mode at 1 MiB, two repetitions: tally's best calls 0.010 and
+    0.012 s (median 0.011), tally+loss's 0.012 and 0.014 (median 0.013):
+    1.18x, met; at 4 MiB 0.040 against 0.050: 1.25x, not met. Lossless
+    tally sent 2 x 1000 packets, 2 again (0.10 %, under 0.5 %: met);
+    tally+loss 2 x 1000, 2 x 60 again (6.00 %), of them 2 x 20 found
+    spurious (2.00 %), 2 x 55 on RACK's word, 2 x 1 probes, 2 x 4 on the
+    timer; tally-dp dropped 2 x 30 duplicates and served 2 x 12."""
+    d = tempfile.mkdtemp(prefix="ba-report.")
+    for rep, (a, b) in enumerate(((0.010, 0.012), (0.012, 0.014)), 1):
+        put(d, "tally", MIB, rep, tally([a, 0.02], [0.004] * 2,
+                                        [0.002] * 2, [[1, 2]] * 2,
+                                        retx=1, spurious=0))
+        r = tally([b], [0.004], [0.002], [[1, 2]], retx=60, spurious=20)
+        r.update(rack=55, probes=1, timeouts=4,
+                 dp_stats={"duplicates": 30, "retransmissions_served": 12})
+        put(d, "tally+loss", MIB, rep, r)
+        put(d, "tally", 4 * MIB, rep, tally([0.040], [0.01], [0.004],
+                                            [[1, 2]], retx=1))
+        put(d, "tally+loss", 4 * MIB, rep, tally([0.050], [0.01], [0.004],
+                                                 [[1, 2]], retx=50))
+    argv = report_cmd(d, [MIB, 4 * MIB], 2) + ["--loss", "1"]
+    argv[argv.index("tally,gloo")] = "tally,tally+loss"
+    rc, out, err = run(argv)
+    ok(rc == 0, f"report --loss: exit 0 (got {rc}; {err.strip()})")
+    table = out.split("loss mode:")[-1].split("\nratio:")[0]
+    rows = {}
+    for ln in table.splitlines()[3:]:
+        w = ln.split()
+        if w and w[1] == "MiB":
+            w = w[2:]
+        if w:
+            rows.setdefault(w[0], []).append(w[1:])
+    ok(rows.get("tally+loss", [[]])[0] ==
+       ["0.013", "1.18x", "6.00", "2.00", "110", "2", "8", "60", "24"],
+       f"report --loss: 1 MiB lossy row ({rows.get('tally+loss')})")
+    ok(rows.get("tally", [[]])[0][:3] == ["0.011", "-", "0.10"],
+       f"report --loss: 1 MiB lossless row ({rows.get('tally')})")
+    for w in ("1 MiB: tally+loss / tally by median: 1.18x (target at most "
+              "1.2x): met",
+              "4 MiB: tally+loss / tally by median: 1.25x (target at most "
+              "1.2x): not met",
+              "1 MiB: tally lossless retransmitted: 0.10% (bound 0.5%): met"):
+        ok(w in out, f"report --loss: '{w}'")
 
 
 def report_failed():
@@ -206,6 +256,7 @@ def main():
     usage_errors()
     report()
     report_sparse()
+    report_loss()
     report_failed()
     print(f"1..{n}")
     return 1 if failed else 0
