@@ -127,10 +127,10 @@ fixp_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 }
 
 static void
-fixp_decode_chunk(const struct tally_round *r, size_t off, size_t count)
+fixp_decode_chunk(const struct tally_round *r, size_t off, size_t count,
+	const void *res)
 {
-	tally_fixp_decode((const int32_t *)r->dst + off,
-		(float *)r->arg + off, count, r->scale_exp);
+	tally_fixp_decode(res, (float *)r->arg + off, count, r->scale_exp);
 }
 
 int

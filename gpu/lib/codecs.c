@@ -134,11 +134,11 @@ quant_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 
 /* Decodes the sums of elements [off, off + count) into the floats. */
 static void
-quant_decode_chunk(const struct tally_round *r, size_t off, size_t count)
+quant_decode_chunk(const struct tally_round *r, size_t off, size_t count,
+	const void *res)
 {
 	const struct quant_call *q = r->arg;
-	const uint8_t *src = (const uint8_t *)r->dst +
-		tally_enc_payload_len(q->res_enc, off);
+	const uint8_t *src = res;
 
 	switch (q->res_enc) {
 	case TALLY_ENC_I32:
@@ -243,11 +243,11 @@ twobit_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 }
 
 static void
-tern_decode_chunk(const struct tally_round *r, size_t off, size_t count)
+tern_decode_chunk(const struct tally_round *r, size_t off, size_t count,
+	const void *res)
 {
 	const struct vote_call *v = r->arg;
-	const uint8_t *src = (const uint8_t *)r->dst +
-		tally_enc_payload_len(v->res_enc, off);
+	const uint8_t *src = res;
 
 	if (v->res_enc == TALLY_ENC_I32)
 		tally_tern_decode_i32((const int32_t *)(const void *)src,
@@ -269,11 +269,11 @@ sign_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 }
 
 static void
-sign_decode_chunk(const struct tally_round *r, size_t off, size_t count)
+sign_decode_chunk(const struct tally_round *r, size_t off, size_t count,
+	const void *res)
 {
 	const struct vote_call *v = r->arg;
-	const uint8_t *src = (const uint8_t *)r->dst +
-		tally_enc_payload_len(v->res_enc, off);
+	const uint8_t *src = res;
 
 	if (v->res_enc == TALLY_ENC_I8)
 		tally_sign_decode_votes((const int8_t *)src, v->buf + off,

@@ -205,11 +205,15 @@ struct tally_round {
 	/*
 	 * Optional codec steps a chunk at a time, so that they overlap the
 	 * network: encode fills src[off, off + count) just before the chunk
-	 * is first sent, decode reads dst[off, off + count) as soon as its
-	 * result is in. arg is theirs.
+	 * is first sent; decode reads the chunk's result, count elements in
+	 * the result encoding at res (borrowed: in the received packet, or
+	 * in dst), as soon as it is in. A round with a decode step leaves
+	 * dst unwritten wherever a result could be decoded from the packet
+	 * itself (one copy less a packet). arg is theirs.
 	 */
 	void (*encode)(const struct tally_round *r, size_t off, size_t count);
-	void (*decode)(const struct tally_round *r, size_t off, size_t count);
+	void (*decode)(const struct tally_round *r, size_t off, size_t count,
+		const void *res);
 	void *arg;
 };
 

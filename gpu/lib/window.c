@@ -291,6 +291,30 @@ take_nack(struct run *run, const struct tally_hdr *h)
 		nack_hint(h->status));
 }
 
+/*
+ * Puts the result of h's chunk, at res in the packet (borrowed), where
+ * the round wants it: straight through the codec's decode step when
+ * there is one (no copy), else copied into dst. A payload that is not
+ * aligned for its elements (a transport that lent an odd offset) goes
+ * through dst first, so that decoders always read aligned elements.
+ */
+static void
+put_result(struct run *run, const struct tally_hdr *h, const uint8_t *res)
+{
+	const struct tally_round *r = run->r;
+	uint8_t *dst = (uint8_t *)r->dst +
+		tally_enc_payload_len(h->enc, h->offset);
+	size_t len = tally_enc_payload_len(h->enc, h->count);
+
+	if (r->decode != NULL && ((uintptr_t)res & 3) == 0) {
+		r->decode(r, h->offset, h->count, res);
+		return;
+	}
+	memcpy(dst, res, len);
+	if (r->decode != NULL)
+		r->decode(r, h->offset, h->count, dst);
+}
+
 /* Handles one received packet of len bytes at buf (borrowed). */
 static void
 take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
@@ -323,10 +347,7 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		return;
 	}
 	/* A result, first or RETX alike: the chunk is done. */
-	memcpy((uint8_t *)run->r->dst + tally_enc_payload_len(h.enc, h.offset),
-		buf + TALLY_HDR_LEN, tally_enc_payload_len(h.enc, h.count));
-	if (run->r->decode != NULL)
-		run->r->decode(run->r, h.offset, h.count);
+	put_result(run, &h, buf + TALLY_HDR_LEN);
 	slot = &ctx->slots[h.slot];
 	(void)tally_retx_answered(&ctx->retx, h.slot, now,
 		(h.flags & TALLY_F_RETX) != 0);

@@ -27,9 +27,14 @@ struct tally_tx_pkt {
 	uint16_t slot;		/* its slot: picks the dataplane's port */
 };
 
-/* One buffer to receive a packet into. */
+/*
+ * One buffer to receive a packet into. recv may instead point buf at
+ * the packet where the transport already holds it (its own memory, lent
+ * until the next recv or destroy), which saves a copy: callers read the
+ * packet at buf after recv, and set buf again before each recv.
+ */
 struct tally_rx_pkt {
-	void *buf;		/* the caller's */
+	void *buf;		/* the caller's, or the transport's after recv */
 	uint32_t room;		/* its size; longer packets are cut */
 	uint32_t len;		/* set by recv: bytes received; 0 for a packet
 				 * the transport discarded (not from the

@@ -16,7 +16,8 @@
  * one (EMSGSIZE, segments above the route's MTU, does the same). The
  * socket also asks for UDP_GRO: datagrams that the receive path
  * coalesced arrive as one buffer with their segment size, and are cut back
- * into packets here, from a staging area the transport owns.
+ * into packets here, in a staging area the transport owns and lends to
+ * the caller (no copy).
  *
  * With one dataplane port and unicast results the socket is connected to
  * that port: no route lookup per send or per received datagram, and the
@@ -382,7 +383,11 @@ stage_fill(struct udp_transport *u, unsigned int n, unsigned int timeout_us)
 	return rc;
 }
 
-/* Hands staged packets up, a segment each, into pkts[0..n). */
+/*
+ * Hands staged packets up, a segment each, in pkts[0..n): lent, each
+ * pkts[k].buf pointed at its segment in the staging area (valid until
+ * the next receive), cut to pkts[k].room.
+ */
 static unsigned int
 stage_drain(struct udp_transport *u, struct tally_rx_pkt *pkts,
 	unsigned int n)
@@ -395,11 +400,9 @@ stage_drain(struct udp_transport *u, struct tally_rx_pkt *pkts,
 		uint32_t take = len - st->pos < seg ? len - st->pos : seg;
 
 		if (st->m[st->cur].ours) {
-			uint32_t cp = take < pkts[k].room ? take : pkts[k].room;
-
-			memcpy(pkts[k].buf, st->buf +
-				(size_t)st->cur * UDP_STAGE_ROOM + st->pos, cp);
-			pkts[k].len = cp;
+			pkts[k].buf = st->buf +
+				(size_t)st->cur * UDP_STAGE_ROOM + st->pos;
+			pkts[k].len = take < pkts[k].room ? take : pkts[k].room;
 		} else {
 			pkts[k].len = 0;
 		}

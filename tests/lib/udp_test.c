@@ -15,7 +15,8 @@
  *
  * Coalescing: a segmented datagram from the dataplane is handed up as its
  * packets, across calls when the caller asks for fewer, cut to the
- * caller's room; a datagram from anyone else is handed up with length 0
+ * caller's room, lent from the transport's staging area (no copy); a
+ * datagram from anyone else is handed up with length 0
  * (several dataplane ports) or not at all (one port: the socket is
  * connected to it), and a closed dataplane port reads as no packet.
  */
@@ -414,7 +415,8 @@ take_packets(struct tally_transport *tp, unsigned int per_call,
 			assert_true(got < want);
 			assert_int_equal(rx[i].len, l);
 			for (j = 0; j < l; j++)
-				if (bufs[i][j] != pat(first + got, j))
+				if (((const uint8_t *)rx[i].buf)[j] !=
+						pat(first + got, j))
 					fail_msg("packet %u byte %u differs",
 						first + got, j);
 		}
@@ -505,22 +507,81 @@ test_gro_mixed(void **state)
 		rc = tally_transport_recv(tp, rx, 4, 1000000);
 		assert_true(rc > 0);
 		for (i = 0; i < (unsigned int)rc; i++, got++) {
-			unsigned int id = b[i][0] == pat(5, 0) &&
+			const uint8_t *p = rx[i].buf;
+			unsigned int id = p[0] == pat(5, 0) &&
 				rx[i].len == 200 ? 5 : 8;
 
 			for (j = 0; id == 8 && j < 5; j++)
-				if (b[i][0] == pat(j, 0) && b[i][1] == pat(j, 1))
+				if (p[0] == pat(j, 0) && p[1] == pat(j, 1))
 					id = j;
 			assert_true(id < 6);
 			assert_int_equal(rx[i].len, id == 5 ? 200 : 300);
 			for (j = 0; j < rx[i].len; j++)
-				assert_int_equal(b[i][j], pat(id, j));
+				assert_int_equal(p[j], pat(id, j));
 			seen[id]++;
 		}
 	}
 	for (i = 0; i < 6; i++)
 		assert_int_equal(seen[i], 1);
 	assert_int_equal(tally_transport_recv(tp, rx, 4, 0), 0);
+	tally_transport_destroy(tp);
+	close(dp);
+}
+
+/*
+ * Coalesced packets are lent, not copied: each comes up with buf in the
+ * transport's staging area (none of the caller's buffers is written),
+ * intact until the next receive. Without offload (TALLY_UDP_OFFLOAD=0)
+ * packets land in the caller's buffers, as before.
+ */
+static void
+test_gro_lent(void **state)
+{
+	unsigned int i, j, got = 0;
+	int dp = sock_on(LOOP, 0, 0), rc;
+	struct tally_transport *tp = transport_to(port_of(dp), 1);
+	struct sockaddr_in to = addr_of(tp);
+	struct tally_rx_pkt rx[4];
+	static uint8_t b[4][2000], buf[300];
+
+	(void)state;
+	memset(b, 0xee, sizeof(b));
+	send_segmented(dp, &to, 0, 6, 300, 300);
+	while (got < 6) {
+		for (i = 0; i < 4; i++) {
+			rx[i].buf = b[i];
+			rx[i].room = sizeof(b[i]);
+		}
+		rc = tally_transport_recv(tp, rx, 4, 1000000);
+		assert_true(rc > 0);
+		for (i = 0; i < (unsigned int)rc; i++, got++) {
+			const uint8_t *p = rx[i].buf;
+
+			assert_int_equal(rx[i].len, 300);
+			assert_true(p < b[0] || p >= b[4]);
+			for (j = 0; j < 300; j++)
+				assert_int_equal(p[j], pat(got, j));
+		}
+	}
+	for (i = 0; i < 4; i++)
+		for (j = 0; j < sizeof(b[i]); j++)
+			assert_int_equal(b[i][j], 0xee);
+	tally_transport_destroy(tp);
+
+	assert_int_equal(setenv("TALLY_UDP_OFFLOAD", "0", 1), 0);
+	tp = transport_to(port_of(dp), 1);
+	unsetenv("TALLY_UDP_OFFLOAD");
+	to = addr_of(tp);
+	for (j = 0; j < 200; j++)
+		buf[j] = pat(9, j);
+	assert_int_equal(sendto(dp, buf, 200, 0, (struct sockaddr *)&to,
+		sizeof(to)), 200);
+	rx[0].buf = b[0];
+	rx[0].room = sizeof(b[0]);
+	assert_int_equal(tally_transport_recv(tp, rx, 1, 1000000), 1);
+	assert_ptr_equal(rx[0].buf, b[0]);
+	assert_int_equal(rx[0].len, 200);
+	assert_memory_equal(b[0], buf, 200);
 	tally_transport_destroy(tp);
 	close(dp);
 }
@@ -662,6 +723,7 @@ main(void)
 		cmocka_unit_test(test_offload_off),
 		cmocka_unit_test(test_gro_split),
 		cmocka_unit_test(test_gro_mixed),
+		cmocka_unit_test(test_gro_lent),
 		cmocka_unit_test(test_connected),
 		cmocka_unit_test(test_gso_refused),
 	};
