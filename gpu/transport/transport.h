@@ -18,7 +18,13 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define TALLY_TP_BURST	32	/* most packets one send or recv handles */
+/*
+ * Most packets one send or recv handles: a window's worth (64 slots by
+ * default), so that a worker woken by a window of results takes them in
+ * one recvmmsg and answers with one sendmmsg, whose runs of equal packets
+ * fill UDP_SEGMENT's 64 KB.
+ */
+#define TALLY_TP_BURST	64
 
 /* One packet to send. */
 struct tally_tx_pkt {
