@@ -399,7 +399,7 @@ tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c,
 			parse_encodings(req, encs, why, wlen) != 0 ||
 			parse_auth(req, c, why, wlen) != 0 ||
 			get_int(req, "qkey", 0, 0x7fffffff,
-				TALLY_ADMIN_QKEY(id), &qkey, why, wlen) != 0)
+				TALLY_ROCE_QKEY(id), &qkey, why, wlen) != 0)
 		return -EINVAL;
 	c->qkey = (uint32_t)qkey;
 	/* tally-dp sizes a RoCEv2 job's packets to its path MTU. */

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include <tally/limits.h>
+#include <tally/roce.h>
 
 #include "agg/job.h"
 
@@ -48,16 +49,13 @@ int tally_admin_parse(const char *text, size_t len, json_t **req,
 /* The largest message either way on the admin socket. */
 #define TALLY_ADMIN_MSG_MAX	(64 * 1024)
 
-/* A RoCEv2 job's Q_Key when job_add names none: 0x7a110000 + its id. */
-#define TALLY_ADMIN_QKEY(id)	(0x7a110000u + (uint32_t)(id))
-
 /*
  * job_add: {"id": 1..65535, "token": 16 hex digits, "world", "window"
  * (64), "max_elems" (256; for a RoCEv2 job 0 here: tally-dp derives it
  * from its path MTU), "narrow" (false), "members": [{"ip", "port"}
  * ...] by rank (UDP members) or [{"ip", "qpn"}, ...] (RoCEv2 members:
  * QPN 2..0xfffffe; a job's members are all one or all the other),
- * "qkey" (0..0x7fffffff, TALLY_ADMIN_QKEY(id)), "group": {"ip",
+ * "qkey" (0..0x7fffffff; TALLY_ROCE_QKEY(id), <tally/roce.h>), "group": {"ip",
  * "port"} (absent: unicast), "encodings": [NAME...] (absent: all)}.
  * Members are unicast host addresses (not 0.0.0.0/8, 127.0.0.0/8,
  * multicast or 240.0.0.0/4), no two with the same address and port

@@ -99,26 +99,28 @@ tally_roce_parse(const struct tally_net_self *self, struct tally_net_rx *rx,
 
 	if (unlikely(rx->len < TALLY_ROCE_BTH_LEN))
 		return TALLY_ROCE_LEN;
-	if (unlikely((b[0] != TALLY_ROCE_OP_UD_SEND &&
-			b[0] != TALLY_ROCE_OP_UD_SEND_IMM) ||
-			BTH_TVER(b[1]) != 0))
+	if (unlikely((b[TALLY_ROCE_BTH_OPCODE] != TALLY_ROCE_OP_UD_SEND &&
+			b[TALLY_ROCE_BTH_OPCODE] != TALLY_ROCE_OP_UD_SEND_IMM) ||
+			BTH_TVER(b[TALLY_ROCE_BTH_FLAGS]) != 0))
 		return TALLY_ROCE_BTH;
-	rr->has_imm = b[0] == TALLY_ROCE_OP_UD_SEND_IMM;
-	rr->pad = (uint8_t)BTH_PAD(b[1]);
+	rr->has_imm = b[TALLY_ROCE_BTH_OPCODE] == TALLY_ROCE_OP_UD_SEND_IMM;
+	rr->pad = (uint8_t)BTH_PAD(b[TALLY_ROCE_BTH_FLAGS]);
 	hdrs += rr->has_imm ? TALLY_ROCE_IMM_LEN : 0;
 	if (unlikely(rx->len < hdrs + rr->pad + TALLY_ROCE_ICRC_LEN))
 		return TALLY_ROCE_LEN;
 	/* Ours is 0xffff, a full member: any member of the partition. */
-	if (unlikely(((b[2] << 8 | b[3]) & 0x7fff) !=
+	if (unlikely(((b[TALLY_ROCE_BTH_PKEY] << 8 |
+			b[TALLY_ROCE_BTH_PKEY + 1]) & 0x7fff) !=
 			(TALLY_ROCE_PKEY_FULL & 0x7fff)))
 		return TALLY_ROCE_PKEY;
-	rr->dst_qpn = ld_be32(b + 4) & TALLY_ROCE_QPN_MAX;
+	rr->dst_qpn = ld_be32(b + TALLY_ROCE_BTH_DQPN) & TALLY_ROCE_QPN_MAX;
 	/* Wraps below the base: one compare does both ends. */
 	q = rr->dst_qpn - self->qpn_base;
 	if (unlikely(q >= self->nports))
 		return TALLY_ROCE_QPN;
-	rr->qkey = ld_be32(b + TALLY_ROCE_BTH_LEN);
-	rr->src_qpn = ld_be32(b + TALLY_ROCE_BTH_LEN + 4) & TALLY_ROCE_QPN_MAX;
+	rr->qkey = ld_be32(b + TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_QKEY);
+	rr->src_qpn = ld_be32(b + TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_SQPN) &
+		TALLY_ROCE_QPN_MAX;
 	if (rr->has_imm)
 		memcpy(&rr->imm, b + TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_LEN,
 			sizeof(rr->imm));
@@ -163,11 +165,11 @@ tally_roce_tmpl_init(struct tally_roce_tmpl *t,
 	ip->src_addr = self->ip;
 	ip->dst_addr = dst_ip;
 	udp->dst_port = RTE_BE16(TALLY_ROCE_UDP_PORT);
-	bth[0] = TALLY_ROCE_OP_UD_SEND;
-	bth[2] = TALLY_ROCE_PKEY_FULL >> 8;
-	bth[3] = TALLY_ROCE_PKEY_FULL & 0xff;
-	st_be32(bth + 4, dst_qpn & TALLY_ROCE_QPN_MAX);
-	st_be32(deth, qkey);
+	bth[TALLY_ROCE_BTH_OPCODE] = TALLY_ROCE_OP_UD_SEND;
+	bth[TALLY_ROCE_BTH_PKEY] = TALLY_ROCE_PKEY_FULL >> 8;
+	bth[TALLY_ROCE_BTH_PKEY + 1] = TALLY_ROCE_PKEY_FULL & 0xff;
+	st_be32(bth + TALLY_ROCE_BTH_DQPN, dst_qpn & TALLY_ROCE_QPN_MAX);
+	st_be32(deth + TALLY_ROCE_DETH_QKEY, qkey);
 	t->ip_sum = rte_raw_cksum(ip, sizeof(*ip));
 }
 
@@ -242,8 +244,8 @@ put_headers(uint8_t *p, const struct round *rd, const struct tally_roce_dst *d)
 	st16(p + OFF_UDP, rd->sport);
 	st16(p + OFF_UDP + offsetof(struct rte_udp_hdr, dgram_len),
 		rd->udp_len);
-	p[OFF_BTH + 1] = rd->bth1;
-	st_be32(p + OFF_DETH + 4, rd->src_qpn);
+	p[OFF_BTH + TALLY_ROCE_BTH_FLAGS] = rd->bth1;
+	st_be32(p + OFF_DETH + TALLY_ROCE_DETH_SQPN, rd->src_qpn);
 	/* The ICRC's view of the same headers (icrc.h). */
 	memset(masked, 0xff, TALLY_ICRC_LRH_LEN);
 	memcpy(masked + TALLY_ICRC_LRH_LEN, p + OFF_IP,

@@ -32,39 +32,11 @@
 
 #include "net.h"
 
-#define TALLY_ROCE_UDP_PORT	4791
-#define TALLY_ROCE_BTH_LEN	12
-#define TALLY_ROCE_DETH_LEN	8
-#define TALLY_ROCE_IMM_LEN	4
-#define TALLY_ROCE_ICRC_LEN	4
-#define TALLY_ROCE_OP_UD_SEND		0x64	/* UD SEND only */
-#define TALLY_ROCE_OP_UD_SEND_IMM	0x65	/* ... with immediate */
-#define TALLY_ROCE_PKEY_FULL		0xffff	/* the default partition, full */
-#define TALLY_ROCE_QPN_BASE	0x100	/* --roce-qpn-base's default */
-#define TALLY_ROCE_QPN_MAX	0xffffff
-#define TALLY_ROCE_QPN_MCAST	0xffffff /* a multicast packet's dest QP */
+#include <tally/roce.h>	/* the wire constants */
 
 /* Ethernet, IPv4 (no options), UDP, BTH, DETH: a result's headers. */
 #define TALLY_ROCE_HDRS_LEN	(TALLY_NET_HDRS_LEN + TALLY_ROCE_BTH_LEN + \
 				 TALLY_ROCE_DETH_LEN)
-/* IPv4 bytes around a UD message: IPv4, UDP, BTH, DETH, ImmDt, ICRC. */
-#define TALLY_ROCE_IP_OVERHEAD	(28 + TALLY_ROCE_BTH_LEN + \
-				 TALLY_ROCE_DETH_LEN + TALLY_ROCE_IMM_LEN + \
-				 TALLY_ROCE_ICRC_LEN)
-
-/*
- * The path MTU of UD messages on a port of IPv4 MTU mtu: the largest
- * InfiniBand MTU (256, 512, 1024, 2048 or 4096 bytes) whose packets fit
- * (1024 at Ethernet's 1500, 4096 at 9000); 0 below 312.
- */
-static inline unsigned int
-tally_roce_pmtu(unsigned int mtu)
-{
-	for (unsigned int p = 4096; p >= 256; p /= 2)
-		if (p + TALLY_ROCE_IP_OVERHEAD <= mtu)
-			return p;
-	return 0;
-}
 
 /* Why a RoCEv2 packet is refused (one counter each, drop_roce_<name>). */
 enum tally_roce_drop {
