@@ -221,11 +221,13 @@ lengths(void **state)
 	size_t n = unhex(ud_hex, f);
 	struct tally_net_rx rx;
 	struct tally_roce_rx rr;
+	uint8_t imm[64] = { 0 };
 	const uint8_t *bth;
 
 	(void)state;
 	assert_int_equal(parse(f, n, &rx, &rr), TALLY_ROCE_OK);
-	bth = rx.payload - 20;
+	/* Parsed again here from f itself (parse() freed its mbuf). */
+	bth = f + F_BTH;
 	for (uint16_t len = 0; len < 12 + 8 + 3 + 4; len++) {
 		rx.payload = bth;
 		rx.len = len;
@@ -238,13 +240,12 @@ lengths(void **state)
 	assert_int_equal(tally_roce_parse(&roce_self, &rx, &rr), TALLY_ROCE_OK);
 	assert_int_equal(rx.len, 0);
 	/* With an immediate, four more. */
-	memcpy(f, bth, 12);
-	f[0] = TALLY_ROCE_OP_UD_SEND_IMM;
-	memset(f + 12, 0, 40);
-	rx.payload = f;
+	memcpy(imm, bth, 12);
+	imm[0] = TALLY_ROCE_OP_UD_SEND_IMM;
+	rx.payload = imm;
 	rx.len = 12 + 8 + 4 + 3 + 3;
 	assert_int_equal(tally_roce_parse(&roce_self, &rx, &rr), TALLY_ROCE_LEN);
-	rx.payload = f;
+	rx.payload = imm;
 	rx.len = 12 + 8 + 4 + 3 + 4;
 	assert_int_equal(tally_roce_parse(&roce_self, &rx, &rr), TALLY_ROCE_OK);
 }
