@@ -140,9 +140,12 @@ job_json(const struct tally_dp *dp, const struct tally_job *job)
 
 	for (unsigned int r = 0; r < c->world; r++) {
 		inet_ntop(AF_INET, &c->members[r].ip, ip, sizeof(ip));
-		json_array_append_new(members, json_pack("{s:s, s:i}", "ip", ip,
-			c->roce ? "qpn" : "port", c->roce ? (int)c->qpn[r] :
-			ntohs(c->members[r].port)));
+		json_t *m = json_pack("{s:s, s:i}", "ip", ip, "port",
+			ntohs(c->members[r].port));
+
+		if (m != NULL && c->roce)	/* and port 4791 */
+			json_object_set_new(m, "qpn", json_integer(c->qpn[r]));
+		json_array_append_new(members, m);
 	}
 	snprintf(fp, sizeof(fp), "%016llx",
 		(unsigned long long)tally_token_fp(c->token));

@@ -165,8 +165,8 @@ same_as(const struct tally_job_conf *c, size_t i)
 
 /*
  * Member i's port, or for a RoCEv2 job its QPN (and port 4791, what the
- * RoCE path shows the engine). The first member decides which the job
- * is; every other must be the same.
+ * RoCE path shows the engine; tallyd sends it too). The first member
+ * decides which the job is; every other must be the same.
  */
 static int
 member_src(json_t *m, struct tally_job_conf *c, size_t i, char *why,
@@ -176,8 +176,7 @@ member_src(json_t *m, struct tally_job_conf *c, size_t i, char *why,
 
 	if (i == 0)
 		c->roce = q != NULL;
-	if ((q != NULL) != c->roce || (q != NULL &&
-			json_object_get(m, "port") != NULL))
+	if ((q != NULL) != c->roce)
 		return fail(EINVAL, why, wlen, "member %zu: a job's members "
 			"are all UDP ({\"ip\", \"port\"}) or all RoCEv2 "
 			"({\"ip\", \"qpn\"})", i);
@@ -193,7 +192,13 @@ member_src(json_t *m, struct tally_job_conf *c, size_t i, char *why,
 		return fail(EINVAL, why, wlen, "member %zu: 'qpn' must be "
 			"2..16777214", i);
 	c->qpn[i] = (uint32_t)json_integer_value(q);
-	c->members[i].port = htons(4791);
+	/* tallyd states RoCEv2's port beside the QPN; nothing else fits. */
+	if (json_object_get(m, "port") != NULL &&
+			(get_port(m, &c->members[i].port) != 0 ||
+			 c->members[i].port != htons(TALLY_ROCE_UDP_PORT)))
+		return fail(EINVAL, why, wlen, "member %zu: a RoCEv2 member's "
+			"'port', when given, is %d", i, TALLY_ROCE_UDP_PORT);
+	c->members[i].port = htons(TALLY_ROCE_UDP_PORT);
 	return 0;
 }
 

@@ -53,8 +53,9 @@ int tally_admin_parse(const char *text, size_t len, json_t **req,
  * job_add: {"id": 1..65535, "token": 16 hex digits, "world", "window"
  * (64), "max_elems" (256; for a RoCEv2 job 0 here: tally-dp derives it
  * from its path MTU), "narrow" (false), "members": [{"ip", "port"}
- * ...] by rank (UDP members) or [{"ip", "qpn"}, ...] (RoCEv2 members:
- * QPN 2..0xfffffe; a job's members are all one or all the other),
+ * ...] by rank (UDP members) or [{"ip", "qpn", "port"?: 4791}, ...]
+ * (RoCEv2 members: QPN 2..0xfffffe; a job's members are all one or all
+ * the other),
  * "qkey" (0..0x7fffffff; TALLY_ROCE_QKEY(id), <tally/roce.h>), "group": {"ip",
  * "port"} (absent: unicast), "encodings": [NAME...] (absent: all)}.
  * Members are unicast host addresses (not 0.0.0.0/8, 127.0.0.0/8,

@@ -306,8 +306,9 @@ job_add_encodings(void **state)
 
 /*
  * RoCEv2 members: (ip, qpn) with port 4791 for the engine, the default
- * Q_Key from the id, max_elems left to tally-dp; a given qkey; and the
- * refusals: mixed transports, a port beside a qpn, QPNs out of range,
+ * Q_Key from the id, max_elems left to tally-dp; a given qkey; port 4791
+ * beside the qpn, as tallyd sends it; and the refusals: mixed
+ * transports, another port beside a qpn, QPNs out of range,
  * two members alike, a qkey out of range.
  */
 static void
@@ -344,8 +345,13 @@ job_add_roce(void **state)
 		"({\"ip\", \"qpn\"})");
 	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
 		"{\"ip\":\"10.77.0.12\",\"qpn\":7,\"port\":9}]}", "member 0: a "
-		"job's members are all UDP ({\"ip\", \"port\"}) or all RoCEv2 "
-		"({\"ip\", \"qpn\"})");
+		"RoCEv2 member's 'port', when given, is 4791");
+	/* As tallyd sends them: port 4791 beside the QPN. */
+	assert_int_equal(job_add(ADD "\"id\":9," TOK ",\"world\":1,\"members\":["
+		"{\"ip\":\"10.77.0.11\",\"port\":4791,\"qpn\":99}]}", &c, why,
+		sizeof(why)), 0);
+	assert_int_equal(c.qpn[0], 99);
+	assert_int_equal(c.members[0].port, htons(4791));
 	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
 		"{\"ip\":\"10.77.0.12\",\"qpn\":1}]}",
 		"member 0: 'qpn' must be 2..16777214");

@@ -415,6 +415,9 @@ roce_jobs(void **state)
 		0x7a110000 + 21);
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(
 		json_object_get(j, "members"), 0), "qpn")), 4660);
+	/* tallyd compares the listing's ports with what it sent: 4791. */
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(
+		json_object_get(j, "members"), 0), "port")), 4791);
 	json_decref(r);
 	r = call("{\"cmd\":\"job_del\",\"id\":21}");
 	json_decref(r);
