@@ -13,7 +13,8 @@
  * result back to the sender's QPN; each forgery (ICRC, P_Key, Q_Key,
  * destination QPN, source QPN, source IP, a RoCEv2 packet for a UDP
  * job) is dropped under its own counter, sends nothing and leaves the
- * round open.
+ * round open; a job with a multicast group gets one frame a round, to
+ * the group and QP 0xffffff.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -303,12 +304,13 @@ forgeries(void **state)
 }
 
 static int
-add_job(uint16_t id, int roce)
+add_job(uint16_t id, int roce, rte_be32_t group)
 {
 	char why[256];
 	struct tally_job_conf c = {
 		.id = id, .token = TOKEN, .world = WORLD, .window = 4,
 		.max_elems = 64, .roce = (uint8_t)roce, .qkey = QKEY,
+		.group = { .ip = group, .port = RTE_BE16(4791) },
 	};
 
 	for (unsigned int r = 0; r < WORLD; r++) {
@@ -328,13 +330,52 @@ udp_job_refuses_roce(void **state)
 
 	(void)state;
 	assert_int_equal(tally_dp_job_del(&dp, JOB, NULL), 0);
-	assert_int_equal(add_job(JOB, 0), 0);
+	assert_int_equal(add_job(JOB, 0, 0), 0);
 	send_roce(0, TALLY_ENC_I32, 5, 0, 0, 0, NONE);
 	poll_all();
 	assert_int_equal(take_results(5, to), 0);
 	assert_int_equal(lc->st.roce_drops[TALLY_ROCE_MEMBER], before + 1);
 	assert_int_equal(tally_dp_job_del(&dp, JOB, NULL), 0);
-	assert_int_equal(add_job(JOB, 1), 0);
+	assert_int_equal(add_job(JOB, 1, 0), 0);
+}
+
+/*
+ * A RoCEv2 job with a multicast group: one UD SEND a round, to the
+ * group's address and MAC and destination QP 0xffffff, its ICRC good.
+ */
+static void
+group_result(void **state)
+{
+	rte_be32_t g = rte_cpu_to_be_32(RTE_IPV4(239, 1, 2, 3));
+	static uint8_t f[4096];
+	struct rte_mbuf *m;
+	void *p = NULL;
+
+	(void)state;
+	assert_int_equal(tally_dp_job_del(&dp, JOB, NULL), 0);
+	assert_int_equal(add_job(JOB, 1, g), 0);
+	for (unsigned int r = 0; r < WORLD; r++)
+		send_roce(r, TALLY_ENC_I32, 6, 0, 0, 0, NONE);
+	poll_all();
+	assert_int_equal(rte_ring_count(txr), 1);
+	assert_int_equal(rte_ring_dequeue(txr, &p), 0);
+	m = p;
+	memcpy(f, rte_pktmbuf_read(m, 0, m->pkt_len, f), m->pkt_len);
+	assert_memory_equal(f, ((const uint8_t []){ 0x01, 0, 0x5e, 1, 2, 3 }),
+		6);
+	assert_int_equal(get32(f + F_IP + 16), RTE_IPV4(239, 1, 2, 3));
+	assert_int_equal(get32(f + F_PAY + 4) & 0xffffff, 0xffffff);
+	assert_int_equal(get32(f + F_PAY + 12), QKEY);
+	{
+		const uint8_t *w = f + m->pkt_len - 4;
+
+		assert_int_equal((uint32_t)w[0] | (uint32_t)w[1] << 8 |
+			(uint32_t)w[2] << 16 | (uint32_t)w[3] << 24,
+			icrc_ref(f));
+	}
+	rte_pktmbuf_free(m);
+	assert_int_equal(tally_dp_job_del(&dp, JOB, NULL), 0);
+	assert_int_equal(add_job(JOB, 1, 0), 0);
 }
 
 static int
@@ -374,7 +415,7 @@ setup(void **state)
 	tally_icrc_init();
 	if (tally_dp_jobs_init(&dp) != 0)
 		return -1;
-	return add_job(JOB, 1) == 0 ? 0 : -1;
+	return add_job(JOB, 1, 0) == 0 ? 0 : -1;
 }
 
 static int
@@ -401,6 +442,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(round_to_every_member),
 		cmocka_unit_test(forgeries),
 		cmocka_unit_test(udp_job_refuses_roce),
+		cmocka_unit_test(group_result),
 	};
 	int rc;
 
