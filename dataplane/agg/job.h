@@ -29,6 +29,13 @@ struct tally_job_conf {
 	struct tally_addr group; /* results to this IPv4 multicast group
 				  * and port, one frame a round; ip 0:
 				  * to every member (the engine ignores it) */
+	uint8_t roce;		/* members are RoCEv2 UD QPs, (ip, qpn[r]);
+				 * members[r].port is then 4791, what
+				 * tally-dp's RoCE path gives the engine as
+				 * the source port (the engine ignores the
+				 * rest: tally-dp checks Q_Key and QPN) */
+	uint32_t qkey;		/* RoCEv2: the job's Q_Key */
+	uint32_t qpn[TALLY_MAX_WORKERS]; /* RoCEv2: members' QPNs, by rank */
 	uint8_t auth;		/* every packet carries a tag (flag AUTH,
 				 * docs/protocol.md "Authenticated jobs") */
 	uint8_t key_result[TALLY_KEY_LEN]; /* auth: the results' key */

@@ -63,6 +63,15 @@ cmd_job_add(struct tally_dp *dp, json_t *req)
 
 	if (tally_admin_parse_job_add(req, &c, &encs, why, sizeof(why)) != 0)
 		return reply_err(EINVAL, "%s", why);
+	/* A RoCEv2 job without max_elems: as many as the path MTU takes. */
+	if (c.max_elems == 0)
+		c.max_elems = (uint16_t)tally_dp_roce_max_elems(dp, encs |
+			(c.auth ? TALLY_ENC_AUTH : 0), c.narrow);
+	if (c.max_elems == 0)
+		return reply_err(EPROTONOSUPPORT, "job %u has RoCEv2 members, "
+			"and tally-dp runs without RoCEv2 (--roce-qpn-base 0) "
+			"or its MTU of %u bytes takes no element", c.id,
+			dp->mtu);
 	ret = tally_dp_job_add(dp, &c, encs, why, sizeof(why));
 	if (ret != 0)
 		return reply_err(-ret, "%s", why);
@@ -131,8 +140,12 @@ job_json(const struct tally_dp *dp, const struct tally_job *job)
 
 	for (unsigned int r = 0; r < c->world; r++) {
 		inet_ntop(AF_INET, &c->members[r].ip, ip, sizeof(ip));
-		json_array_append_new(members, json_pack("{s:s, s:i}", "ip", ip,
-			"port", ntohs(c->members[r].port)));
+		json_t *m = json_pack("{s:s, s:i}", "ip", ip, "port",
+			ntohs(c->members[r].port));
+
+		if (m != NULL && c->roce)	/* and port 4791 */
+			json_object_set_new(m, "qpn", json_integer(c->qpn[r]));
+		json_array_append_new(members, m);
 	}
 	snprintf(fp, sizeof(fp), "%016llx",
 		(unsigned long long)tally_token_fp(c->token));
@@ -143,6 +156,9 @@ job_json(const struct tally_dp *dp, const struct tally_job *job)
 		members);
 	if (o != NULL && c->auth)	/* never the keys */
 		json_object_set_new(o, "auth", json_true());
+	json_object_set_new(o, "transport", json_string(c->roce ? "roce" :
+		"udp"));
+	json_object_set_new(o, "qkey", json_integer(c->qkey));
 	if (c->group.ip != 0) {
 		inet_ntop(AF_INET, &c->group.ip, ip, sizeof(ip));
 		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
@@ -239,15 +255,35 @@ cmd_stats(struct tally_dp *dp, json_t *req)
 }
 
 /*
+ * RoCEv2 as ping shows it: {"qpns": [qpn_base + lcore index, ...],
+ * "pkey", "pmtu" (the largest UD message), "max_elems" (the i32 default
+ * of a RoCEv2 job without one, results widened)}.
+ */
+static json_t *
+roce_json(const struct tally_dp *dp)
+{
+	json_t *q = json_array();
+
+	for (uint16_t i = 0; i < dp->nworkers; i++)
+		json_array_append_new(q, json_integer(dp->self.qpn_base + i));
+	return json_pack("{s:o, s:i, s:i, s:i}", "qpns", q, "pkey",
+		TALLY_ROCE_PKEY_FULL, "pmtu", (int)tally_roce_pmtu(dp->mtu),
+		"max_elems", (int)tally_dp_roce_max_elems(dp,
+			TALLY_ENC_BIT(TALLY_ENC_I32), 0));
+}
+
+/*
  * ping: {} -> {"version", "steering", "workers", "ip", "udp_port", and
  * the limits a job must fit: "mtu" (the port's L3 MTU), "max_jobs",
- * "jobs", "mem_budget", "mem_used", "max_job_mem" (bytes; 0: no limit)}.
+ * "jobs", "mem_budget", "mem_used", "max_job_mem" (bytes; 0: no limit),
+ * and "roce" (roce_json()) unless RoCEv2 is off}.
  */
 static json_t *
 cmd_ping(struct tally_dp *dp, json_t *req)
 {
 	char ip[INET_ADDRSTRLEN];
 	json_int_t used, njobs;
+	json_t *o;
 
 	(void)req;
 	inet_ntop(AF_INET, &dp->self.ip, ip, sizeof(ip));
@@ -255,13 +291,16 @@ cmd_ping(struct tally_dp *dp, json_t *req)
 	used = (json_int_t)dp->mem_used;
 	njobs = dp->njobs;
 	pthread_mutex_unlock(&dp->lock);
-	return json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:i, s:I, s:I, s:I, "
+	o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:i, s:I, s:I, s:I, "
 		"s:I, s:I}", "errno", 0, "version", TALLY_VERSION, "steering",
 		dp->steer_flow ? "rte_flow" : "software", "workers",
 		dp->nworkers, "ip", ip, "udp_port", ntohs(dp->self.port), "mtu",
 		dp->mtu, "max_jobs", (json_int_t)dp->max_jobs, "jobs", njobs,
 		"mem_budget", (json_int_t)dp->mem_budget, "mem_used", used,
 		"max_job_mem", (json_int_t)dp->max_job_mem);
+	if (o != NULL && dp->self.qpn_base != 0)
+		json_object_set_new(o, "roce", roce_json(dp));
+	return o;
 }
 
 static json_t *cmd_list_commands(struct tally_dp *dp, json_t *req);

@@ -18,7 +18,8 @@ static const struct command commands[TALLY_ADMIN_CMD_MAX_] = {
 	[TALLY_ADMIN_PING] = { "ping", "{}" },
 	[TALLY_ADMIN_JOB_ADD] = { "job_add", "{\"id\", \"token\", "
 		"\"world\", \"window\"?, \"max_elems\"?, \"narrow\"?, "
-		"\"members\": [{\"ip\", \"port\"}, ...], \"group\"?: "
+		"\"members\": [{\"ip\", \"port\" | \"qpn\"}, ...], "
+		"\"qkey\"?, \"group\"?: "
 		"{\"ip\", \"port\"}, \"encodings\"?: [NAME, ...], \"auth\"?: "
 		"{\"result\", \"up\": [...], \"down\": [...]}}" },
 	[TALLY_ADMIN_JOB_DEL] = { "job_del", "{\"id\"}" },
@@ -156,9 +157,49 @@ same_as(const struct tally_job_conf *c, size_t i)
 {
 	for (size_t r = 0; r < i; r++)
 		if (c->members[r].ip == c->members[i].ip &&
-				c->members[r].port == c->members[i].port)
+				c->members[r].port == c->members[i].port &&
+				c->qpn[r] == c->qpn[i])
 			return (int)r;
 	return -1;
+}
+
+/*
+ * Member i's port, or for a RoCEv2 job its QPN (and port 4791, what the
+ * RoCE path shows the engine; tallyd sends it too). The first member
+ * decides which the job is; every other must be the same.
+ */
+static int
+member_src(json_t *m, struct tally_job_conf *c, size_t i, char *why,
+	size_t wlen)
+{
+	json_t *q = json_object_get(m, "qpn");
+
+	if (i == 0)
+		c->roce = q != NULL;
+	if ((q != NULL) != c->roce)
+		return fail(EINVAL, why, wlen, "member %zu: a job's members "
+			"are all UDP ({\"ip\", \"port\"}) or all RoCEv2 "
+			"({\"ip\", \"qpn\"})", i);
+	if (!c->roce) {
+		if (get_port(m, &c->members[i].port) != 0)
+			return fail(EINVAL, why, wlen, "member %zu: 'port' "
+				"must be 1..65535", i);
+		return 0;
+	}
+	/* 0 and 1 are InfiniBand's special QPs, 0xffffff multicast. */
+	if (!json_is_integer(q) || json_integer_value(q) < 2 ||
+			json_integer_value(q) > 0xfffffe)
+		return fail(EINVAL, why, wlen, "member %zu: 'qpn' must be "
+			"2..16777214", i);
+	c->qpn[i] = (uint32_t)json_integer_value(q);
+	/* tallyd states RoCEv2's port beside the QPN; nothing else fits. */
+	if (json_object_get(m, "port") != NULL &&
+			(get_port(m, &c->members[i].port) != 0 ||
+			 c->members[i].port != htons(TALLY_ROCE_UDP_PORT)))
+		return fail(EINVAL, why, wlen, "member %zu: a RoCEv2 member's "
+			"'port', when given, is %d", i, TALLY_ROCE_UDP_PORT);
+	c->members[i].port = htons(TALLY_ROCE_UDP_PORT);
+	return 0;
 }
 
 static int
@@ -182,13 +223,13 @@ parse_members(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 		if (!unicast(a.s_addr))
 			return fail(EINVAL, why, wlen, "member %zu: 'ip' %s is "
 				"not a unicast host address", i, ip);
-		if (get_port(m, &c->members[i].port) != 0)
-			return fail(EINVAL, why, wlen, "member %zu: 'port' "
-				"must be 1..65535", i);
+		if (member_src(m, c, i, why, wlen) != 0)
+			return -EINVAL;
 		c->members[i].ip = a.s_addr;
 		if ((r = same_as(c, i)) >= 0)
 			return fail(EINVAL, why, wlen, "member %zu has the "
-				"address and port of member %d", i, r);
+				"address and %s of member %d", i,
+				c->roce ? "QPN" : "port", r);
 	}
 	return 0;
 }
@@ -306,7 +347,7 @@ parse_auth(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 
 static const char *const job_keys[] = {
 	"cmd", "id", "token", "world", "window", "max_elems", "narrow",
-	"members", "group", "encodings", "auth", NULL,
+	"members", "group", "encodings", "auth", "qkey", NULL,
 };
 
 static const char *const list_keys[] = { "cmd", "after", "limit", NULL };
@@ -334,7 +375,7 @@ int
 tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c,
 	unsigned int *encs, char *why, size_t wlen)
 {
-	json_int_t id = 0, world = 0, window = 0, elems = 0;
+	json_int_t id = 0, world = 0, window = 0, elems = 0, qkey = 0;
 	json_t *narrow = json_object_get(req, "narrow");
 	const char *k;
 
@@ -361,8 +402,14 @@ tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c,
 	if (parse_members(req, c, why, wlen) != 0 ||
 			parse_group(req, c, why, wlen) != 0 ||
 			parse_encodings(req, encs, why, wlen) != 0 ||
-			parse_auth(req, c, why, wlen) != 0)
+			parse_auth(req, c, why, wlen) != 0 ||
+			get_int(req, "qkey", 0, 0x7fffffff,
+				TALLY_ROCE_QKEY(id), &qkey, why, wlen) != 0)
 		return -EINVAL;
+	c->qkey = (uint32_t)qkey;
+	/* tally-dp sizes a RoCEv2 job's packets to its path MTU. */
+	if (c->roce && json_object_get(req, "max_elems") == NULL)
+		c->max_elems = 0;
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include <tally/limits.h>
+#include <tally/roce.h>
 
 #include "agg/job.h"
 
@@ -50,11 +51,16 @@ int tally_admin_parse(const char *text, size_t len, json_t **req,
 
 /*
  * job_add: {"id": 1..65535, "token": 16 hex digits, "world", "window"
- * (64), "max_elems" (256), "narrow" (false), "members": [{"ip", "port"}
- * ...] by rank, "group": {"ip", "port"} (absent: unicast), "encodings":
- * [NAME...] (absent: all)}. Members are unicast host addresses (not
- * 0.0.0.0/8, 127.0.0.0/8, multicast or 240.0.0.0/4), no two with the
- * same address and port. Borrows req; fills *c whole (zeroing what the
+ * (64), "max_elems" (256; for a RoCEv2 job 0 here: tally-dp derives it
+ * from its path MTU), "narrow" (false), "members": [{"ip", "port"}
+ * ...] by rank (UDP members) or [{"ip", "qpn", "port"?: 4791}, ...]
+ * (RoCEv2 members: QPN 2..0xfffffe; a job's members are all one or all
+ * the other),
+ * "qkey" (0..0x7fffffff; TALLY_ROCE_QKEY(id), <tally/roce.h>), "group": {"ip",
+ * "port"} (absent: unicast), "encodings": [NAME...] (absent: all)}.
+ * Members are unicast host addresses (not 0.0.0.0/8, 127.0.0.0/8,
+ * multicast or 240.0.0.0/4), no two with the same address and port
+ * (QPN). Borrows req; fills *c whole (zeroing what the
  * request leaves out) and *encs (TALLY_ENC_BIT of each encoding the
  * members send at full length). Unknown keys are refused. Returns 0 or
  * -EINVAL.

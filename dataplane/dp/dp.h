@@ -18,9 +18,12 @@
 
 #include "agg/agg.h"
 #include "net/net.h"
+#include "net/roce.h"
 
 #define TALLY_DP_MAX_WORKERS	16	/* worker lcores, one UDP port each */
 #define TALLY_DP_BURST		32
+/* RoCEv2 results leave from UDP port TALLY_DP_ROCE_SPORT + lcore index. */
+#define TALLY_DP_ROCE_SPORT	49152
 
 /* Counters of one worker lcore, beyond the engine's. Only it writes. */
 struct tally_dp_stats {
@@ -41,6 +44,7 @@ struct tally_dp_stats {
 	uint64_t misrouted;	/* slot sent to another lcore's UDP port */
 	uint64_t idle_sleeps;
 	uint64_t net_drops[TALLY_NET_DROP_MAX_];
+	uint64_t roce_drops[TALLY_ROCE_DROP_MAX_];	/* RoCEv2 refusals */
 };
 
 struct tally_dp;
@@ -48,7 +52,8 @@ struct tally_dp;
 struct tally_dp_lcore {
 	struct tally_dp *dp;
 	unsigned int lcore_id;
-	uint16_t index;		/* 0.. nworkers-1: owns UDP port base+index */
+	uint16_t index;		/* 0.. nworkers-1: owns UDP port base+index
+				 * and RoCEv2 QPN qpn_base+index */
 	uint16_t rxq;		/* rx queue it polls; UINT16_MAX: none */
 	uint16_t txq;
 	struct rte_ring *ring;	/* frames other lcores received for it */
@@ -89,8 +94,14 @@ struct tally_job_ctr {
  */
 struct tally_dp_jobx {
 	struct tally_job_ctr ctr[TALLY_DP_MAX_WORKERS];
-	struct tally_net_tmpl member[TALLY_MAX_WORKERS];	/* by rank */
-	struct tally_net_tmpl group;	/* when conf.group.ip != 0 */
+	union {		/* by rank; conf.roce says which */
+		struct tally_net_tmpl member[TALLY_MAX_WORKERS];
+		struct tally_roce_tmpl rmember[TALLY_MAX_WORKERS];
+	};
+	union {		/* when conf.group.ip != 0 */
+		struct tally_net_tmpl group;
+		struct tally_roce_tmpl rgroup;
+	};
 	struct rte_ether_addr group_mac;
 	unsigned int encs;		/* encodings declared (TALLY_ENC_BIT) */
 	uint64_t mem;			/* bytes charged to the budget */
@@ -193,6 +204,13 @@ int tally_dp_job_add(struct tally_dp *dp, const struct tally_job_conf *conf,
  */
 int tally_dp_job_del(struct tally_dp *dp, uint16_t id,
 	struct tally_job_ctr *final);
+/*
+ * The largest max_elems whose packets (in encodings encs, results narrow
+ * or not) fit tally-dp's RoCEv2 path MTU and its mbufs: a RoCEv2 job's
+ * default. 0 when RoCEv2 is off or not even one element fits.
+ */
+unsigned int tally_dp_roce_max_elems(const struct tally_dp *dp,
+	unsigned int encs, int narrow);
 /* The index in dp->jobs of the first job whose id is above after. */
 unsigned int tally_dp_job_after(const struct tally_dp *dp, uint32_t after);
 void tally_dp_jobs_fini(struct tally_dp *dp);

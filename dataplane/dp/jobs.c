@@ -113,13 +113,24 @@ static void
 jobx_init(const struct tally_dp *dp, struct tally_dp_jobx *x,
 	const struct tally_job_conf *conf)
 {
-	for (unsigned int r = 0; r < conf->world; r++)
-		tally_net_tmpl_init(&x->member[r], &dp->self,
-			&conf->members[r]);
+	for (unsigned int r = 0; r < conf->world; r++) {
+		if (conf->roce)
+			tally_roce_tmpl_init(&x->rmember[r], &dp->self,
+				conf->members[r].ip, conf->qpn[r], conf->qkey);
+		else
+			tally_net_tmpl_init(&x->member[r], &dp->self,
+				&conf->members[r]);
+	}
 	if (conf->group.ip != 0) {
 		const uint8_t *g = (const uint8_t *)&conf->group.ip;
 
-		tally_net_tmpl_init(&x->group, &dp->self, &conf->group);
+		if (conf->roce)
+			tally_roce_tmpl_init(&x->rgroup, &dp->self,
+				conf->group.ip, TALLY_ROCE_QPN_MCAST,
+				conf->qkey);
+		else
+			tally_net_tmpl_init(&x->group, &dp->self,
+				&conf->group);
 		x->group_mac = (struct rte_ether_addr){ .addr_bytes = {
 			0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3] } };
 	}
@@ -205,6 +216,59 @@ mbuf_udp_room(const struct tally_dp *dp)
 	return room - RTE_PKTMBUF_HEADROOM - TALLY_NET_HDRS_LEN;
 }
 
+/*
+ * The bytes of a RoCEv2 message (tally header included) that tally-dp
+ * takes and sends: its path MTU, and what an mbuf holds beside the
+ * headers, the pad and the ICRC.
+ */
+static size_t
+roce_room(const struct tally_dp *dp)
+{
+	size_t room = mbuf_udp_room(dp), pmtu;
+	size_t extra = TALLY_ROCE_HDRS_LEN - TALLY_NET_HDRS_LEN + 3 +
+		TALLY_ROCE_ICRC_LEN;
+
+	if (dp->self.qpn_base == 0)
+		return 0;
+	pmtu = tally_roce_pmtu(dp->mtu != 0 ? dp->mtu : 1500);
+	room = room > extra ? room - extra : 0;
+	return pmtu < room ? pmtu : room;
+}
+
+unsigned int
+tally_dp_roce_max_elems(const struct tally_dp *dp, unsigned int encs,
+	int narrow)
+{
+	size_t room = roce_room(dp);
+	unsigned int best = tally_job_max_elems((unsigned int)room +
+		TALLY_IPV4_UDP_LEN, encs, narrow);
+
+	return room == 0 ? 0 : best;
+}
+
+/* tally_dp_job_check() for a RoCEv2 job: its messages, one a packet. */
+static int
+roce_check(const struct tally_dp *dp, const struct tally_job_conf *c,
+	unsigned int encs, char *why, size_t wlen)
+{
+	unsigned int worst = 0;
+	size_t msg = tally_job_udp_len(encs, c->narrow, c->max_elems, &worst);
+	size_t room = roce_room(dp);
+
+	if (room == 0)
+		return fail(EPROTONOSUPPORT, why, wlen, "job %u has RoCEv2 "
+			"members, and tally-dp runs without RoCEv2 "
+			"(--roce-qpn-base 0)", c->id);
+	if (msg <= room)
+		return 0;
+	return fail(EMSGSIZE, why, wlen, "job %u: %u elements of %s make "
+		"%zu-byte RoCEv2 messages (%s results), over the path MTU of "
+		"%zu bytes (a UD message is one packet; port MTU %u); at most "
+		"max_elems %u for these encodings", c->id, c->max_elems,
+		tally_enc_name(worst), msg, c->narrow ? "narrow" : "widened",
+		room, dp->mtu, tally_dp_roce_max_elems(dp, encs, c->narrow));
+}
+
 int
 tally_dp_job_check(const struct tally_dp *dp,
 	const struct tally_job_conf *c, unsigned int encs, char *why,
@@ -222,6 +286,8 @@ tally_dp_job_check(const struct tally_dp *dp,
 			c->max_elems, mib(dp->max_job_mem));
 	if (c->auth)	/* every packet carries a tag */
 		encs |= TALLY_ENC_AUTH;
+	if (c->roce)
+		return roce_check(dp, c, encs, why, wlen);
 	udp = tally_job_udp_len(encs, c->narrow, c->max_elems, &worst);
 	if ((dp->mtu == 0 || TALLY_IPV4_UDP_LEN + udp <= dp->mtu) &&
 			udp <= room)

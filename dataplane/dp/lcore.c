@@ -100,6 +100,107 @@ send_body(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	return sent;
 }
 
+/* Queues the frames that tally_roce_fanout() made in m[0..n-1]. */
+static unsigned int
+queue_frames(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	unsigned int n)
+{
+	struct rte_mbuf **m = o->m + o->n;
+	unsigned int sent = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		if (!dp->tx_chains && rte_pktmbuf_linearize(m[i]) != 0) {
+			lc->st.no_mbuf++;
+			rte_pktmbuf_free(m[i]);
+			continue;
+		}
+		m[sent++] = m[i];
+	}
+	o->n += sent;
+	lc->st.results += sent;
+	return sent;
+}
+
+/*
+ * The destinations of a RoCEv2 job's verdict v into dst: every member
+ * whose MAC this lcore knows, or the group (COMPLETE), or the sender
+ * (RESEND, NACK; its template built in back). Returns how many.
+ */
+static unsigned int
+roce_dsts(struct tally_dp *dp, struct tally_dp_lcore *lc,
+	const struct tally_verdict *v, const struct tally_net_rx *rx,
+	const struct tally_roce_rx *rr, struct tally_roce_tmpl *back,
+	struct tally_roce_dst *dst)
+{
+	const struct tally_job_conf *jc = &v->job->conf;
+	const struct tally_dp_jobx *x = tally_dp_jobx(v->job);
+	unsigned int n = 0;
+
+	if (v->kind == TALLY_V_COMPLETE && jc->group.ip != 0) {
+		dst[n++] = (struct tally_roce_dst){ &x->rgroup, &x->group_mac };
+	} else if (v->kind == TALLY_V_COMPLETE) {
+		for (unsigned int r = 0; r < jc->world; r++) {
+			const struct rte_ether_addr *mac =
+				tally_net_neigh_lookup(lc->neigh,
+					jc->members[r].ip);
+
+			if (mac == NULL) {
+				lc->st.no_neigh++;
+				continue;
+			}
+			dst[n++] = (struct tally_roce_dst){ &x->rmember[r],
+				mac };
+		}
+	} else {
+		tally_roce_tmpl_init(back, &dp->self, rx->src.ip, rr->src_qpn,
+			jc->qkey);
+		dst[n++] = (struct tally_roce_dst){ back, &rx->src_mac };
+	}
+	return n;
+}
+
+/*
+ * answer() for a RoCEv2 job: UD SENDs to the members' QPNs (or the
+ * group's), from this lcore's QPN; the message copied and its CRC taken
+ * once, each frame's ICRC combined from it (net/roce.h).
+ */
+static void
+answer_roce(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_verdict *v, const struct tally_net_rx *rx,
+	const struct tally_roce_rx *rr, struct tally_job_ctr *c)
+{
+	struct tally_roce_dst dst[TALLY_MAX_WORKERS];
+	struct tally_roce_tmpl back;
+	rte_be16_t sport = rte_cpu_to_be_16((uint16_t)(TALLY_DP_ROCE_SPORT +
+		lc->index));
+	unsigned int n, sent;
+	struct rte_mbuf *body;
+	uint32_t crc;
+	uint8_t pad;
+
+	body = tally_roce_body(dp->pool, &v->hdr, v->payload, v->payload_len,
+		v->tagged ? v->tag : NULL, &crc, &pad);
+	if (body == NULL) {
+		lc->st.no_mbuf++;
+		return;
+	}
+	n = roce_dsts(dp, lc, v, rx, rr, &back, dst);
+	if (o->n + n > OUT_MAX)
+		flush(dp, lc, o);
+	if (unlikely(tally_roce_fanout(dp->hdr_pool, body, crc, pad, sport,
+			dp->self.qpn_base + lc->index, dst, n,
+			o->m + o->n) != 0)) {
+		lc->st.no_mbuf += n;
+		return;
+	}
+	sent = queue_frames(dp, lc, o, n);
+	if (v->kind == TALLY_V_NACK)
+		sent = 0;
+	c->results += sent;
+	c->bytes_out += (uint64_t)sent * (TALLY_HDR_LEN + v->payload_len +
+		(v->tagged ? TALLY_TAG_LEN : 0));
+}
+
 /*
  * Sends what verdict v asks for: the result to every member of the job
  * whose MAC this lcore knows, or once to its multicast group (COMPLETE),
@@ -110,7 +211,7 @@ send_body(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 static void
 answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	const struct tally_verdict *v, const struct tally_net_rx *rx,
-	struct tally_job_ctr *c)
+	const struct tally_roce_rx *rr, struct tally_job_ctr *c)
 {
 	const struct tally_job_conf *jc = &v->job->conf;
 	const struct tally_dp_jobx *x = tally_dp_jobx(v->job);
@@ -120,6 +221,10 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	unsigned int n = 0, sent;
 	uint32_t ck;
 
+	if (jc->roce) {
+		answer_roce(dp, lc, o, v, rx, rr, c);
+		return;
+	}
 	/* Never handed to the port to vanish there: counted instead. */
 	if (unlikely(TALLY_IPV4_UDP_LEN + TALLY_HDR_LEN +
 			(unsigned int)v->payload_len > dp->mtu)) {
@@ -186,15 +291,57 @@ count(struct tally_job_ctr *c, enum tally_verdict_kind k,
 	}
 }
 
-/* One tally packet (alone, or one of a bundle's) through the engine. */
+/*
+ * A RoCEv2 packet's sender against the job its tally header names: the
+ * job's transport, its Q_Key, and (source IP, source QPN) the member of
+ * the rank it claims. Returns 1 when refused (counted here, and in the
+ * job's row); 0 to go on, also when the header names no job or rank the
+ * engine knows: the engine refuses and counts those.
+ */
+static int
+roce_refused(struct tally_dp_lcore *lc, const struct tally_jobtab *tab,
+	const struct tally_net_rx *rx, const struct tally_roce_rx *rr)
+{
+	const struct tally_job *job;
+	enum tally_roce_drop why;
+	uint8_t rank;
+
+	if (unlikely(rx->len < TALLY_HDR_LEN))
+		return 0;
+	job = tally_jobtab_lookup(tab, tally_ld_be16(rx->payload +
+		offsetof(struct tally_wire_hdr, job)));
+	rank = rx->payload[offsetof(struct tally_wire_hdr, rank)];
+	if (job == NULL || rank >= job->conf.world)
+		return 0;
+	if (!job->conf.roce)
+		why = TALLY_ROCE_MEMBER;
+	else if (rr->qkey != job->conf.qkey)
+		why = TALLY_ROCE_QKEY;
+	else if (rr->src_qpn != job->conf.qpn[rank] ||
+			rx->src.ip != job->conf.members[rank].ip)
+		why = TALLY_ROCE_MEMBER;
+	else
+		return 0;
+	lc->st.roce_drops[why]++;
+	tally_dp_jobx(job)->ctr[lc->index].drops++;
+	return 1;
+}
+
+/*
+ * One tally packet (alone, or one of a bundle's) through the engine; rr
+ * is its RoCEv2 headers', NULL for UDP.
+ */
 static void
 contribution(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
-	const struct tally_jobtab *tab, const struct tally_net_rx *rx)
+	const struct tally_jobtab *tab, const struct tally_net_rx *rx,
+	const struct tally_roce_rx *rr)
 {
 	struct tally_job_ctr *c;
 	struct tally_verdict v;
 	enum tally_verdict_kind k;
 
+	if (rr != NULL && roce_refused(lc, tab, rx, rr))
+		return;
 	k = tally_agg_process(tab, &lc->agg, rx->payload, rx->len, &rx->src,
 		&v);
 	if (v.job == NULL)
@@ -205,18 +352,20 @@ contribution(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	if (k != TALLY_V_DROP || v.status == TALLY_ST_OK)
 		tally_net_neigh_learn(lc->neigh, rx->src.ip, &rx->src_mac);
 	if (k >= TALLY_V_COMPLETE)
-		answer(dp, lc, o, &v, rx, c);
+		answer(dp, lc, o, &v, rx, rr, c);
 }
 
 /*
  * A tally frame of a slot this lcore owns: one packet, or a bundle of
  * header-only ones (docs/protocol.md, "Bundles"), each taken as if it
  * had come alone; a bundled header of another lcore's slot is refused
- * (misrouted), so no two lcores ever touch one slot. Consumes m.
+ * (misrouted), so no two lcores ever touch one slot. rr: the RoCEv2
+ * headers, NULL for UDP. Consumes m.
  */
 static void
 aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
-	struct rte_mbuf *m, const struct tally_net_rx *rx)
+	struct rte_mbuf *m, const struct tally_net_rx *rx,
+	const struct tally_roce_rx *rr)
 {
 	const struct tally_jobtab *tab;
 	unsigned int k = tally_bundle_count(rx->payload, rx->len);
@@ -225,7 +374,7 @@ aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 
 	tab = atomic_load_explicit(&dp->tab, memory_order_acquire);
 	if (likely(k == 1)) {
-		contribution(dp, lc, o, tab, rx);
+		contribution(dp, lc, o, tab, rx, rr);
 		rte_pktmbuf_free(m);
 		return;
 	}
@@ -239,15 +388,15 @@ aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 			lc->st.misrouted++;
 			continue;
 		}
-		contribution(dp, lc, o, tab, &one);
+		contribution(dp, lc, o, tab, &one, rr);
 	}
 	rte_pktmbuf_free(m);
 }
 
 /*
- * Which lcore owns the frame's slot: the UDP port it was sent to. A slot
- * that does not belong to that port is refused, so no two lcores ever
- * touch one slot. Returns the owner, or -1.
+ * Which lcore owns the frame's slot: the UDP port (RoCEv2: the QPN) it
+ * was sent to. A slot that does not belong to that port is refused, so
+ * no two lcores ever touch one slot. Returns the owner, or -1.
  */
 static inline int
 owner(const struct tally_dp *dp, struct tally_dp_lcore *lc,
@@ -276,6 +425,45 @@ arp_moves(const struct tally_dp_lcore *lc, const struct tally_net_rx *rx)
 	return mac != NULL && !rte_is_same_ether_addr(mac, &rx->src_mac);
 }
 
+/*
+ * A RoCEv2 frame (classified TALLY_NET_ROCE): its BTH and DETH checked,
+ * passed to the lcore of its destination QPN, or, on that lcore, its
+ * ICRC checked and its packet taken by the engine. Consumes m.
+ */
+static void
+roce_frame(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *m, struct tally_net_rx *rx, struct rte_mbuf **disp[],
+	uint16_t *ndisp)
+{
+	struct tally_roce_rx rr;
+	enum tally_roce_drop why;
+	int own;
+
+	why = tally_roce_parse(&dp->self, rx, &rr);
+	if (unlikely(why != TALLY_ROCE_OK)) {
+		lc->st.roce_drops[why]++;
+		rte_pktmbuf_free(m);
+		return;
+	}
+	own = owner(dp, lc, rx);
+	if (own < 0) {
+		rte_pktmbuf_free(m);
+		return;
+	}
+	if (own != lc->index) {
+		m->ol_flags |= RTE_MBUF_F_RX_IP_CKSUM_GOOD |
+			RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+		disp[own][ndisp[own]++] = m;
+		return;
+	}
+	if (unlikely(!tally_roce_icrc_ok(m))) {
+		lc->st.roce_drops[TALLY_ROCE_ICRC]++;
+		rte_pktmbuf_free(m);
+		return;
+	}
+	aggregate(dp, lc, o, m, rx, &rr);
+}
+
 /* Sorts and handles one received frame. Consumes m. */
 static void
 handle(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
@@ -290,13 +478,16 @@ handle(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		if (own < 0)
 			break;
 		if (own == lc->index) {
-			aggregate(dp, lc, o, m, &rx);
+			aggregate(dp, lc, o, m, &rx, NULL);
 			return;
 		}
 		/* Checked once: the owner need not verify sums again. */
 		m->ol_flags |= RTE_MBUF_F_RX_IP_CKSUM_GOOD |
 			RTE_MBUF_F_RX_L4_CKSUM_GOOD;
 		disp[own][ndisp[own]++] = m;
+		return;
+	case TALLY_NET_ROCE:
+		roce_frame(dp, lc, o, m, &rx, disp, ndisp);
 		return;
 	case TALLY_NET_ARP:
 		/*

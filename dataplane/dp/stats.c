@@ -33,8 +33,13 @@ static const struct field fields[] = {
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
+/* The drop arrays, one after the other: engine, packet layer, RoCEv2. */
+#define NET0	TALLY_ST_MAX_
+#define ROCE0	(NET0 + TALLY_NET_DROP_MAX_)
+#define NDROPS	(ROCE0 + TALLY_ROCE_DROP_MAX_)
+
 /* Names of the per-reason drop counters, built once. */
-static char drop_names[TALLY_ST_MAX_ + TALLY_NET_DROP_MAX_][40];
+static char drop_names[NDROPS][40];
 
 static const char *
 drop_name(unsigned int k)
@@ -42,12 +47,15 @@ drop_name(unsigned int k)
 	char *s = drop_names[k];
 
 	if (s[0] == '\0') {
-		if (k < TALLY_ST_MAX_)
+		if (k < NET0)
 			snprintf(s, sizeof(drop_names[0]), "drop_%s",
 				tally_status_name(k));
-		else
+		else if (k < ROCE0)
 			snprintf(s, sizeof(drop_names[0]), "drop_net_%s",
-				tally_net_drop_name(k - TALLY_ST_MAX_));
+				tally_net_drop_name(k - NET0));
+		else
+			snprintf(s, sizeof(drop_names[0]), "drop_roce_%s",
+				tally_roce_drop_name(k - ROCE0));
 	}
 	return s;
 }
@@ -65,10 +73,12 @@ value(const struct tally_dp *dp, int index, unsigned int k)
 		if (k < NFIELDS)
 			v += *(const volatile uint64_t *)((const char *)lc +
 				fields[k].off);
-		else if (k - NFIELDS < TALLY_ST_MAX_)
+		else if (k - NFIELDS < NET0)
 			v += lc->agg.drops[k - NFIELDS];
+		else if (k - NFIELDS < ROCE0)
+			v += lc->st.net_drops[k - NFIELDS - NET0];
 		else
-			v += lc->st.net_drops[k - NFIELDS - TALLY_ST_MAX_];
+			v += lc->st.roce_drops[k - NFIELDS - ROCE0];
 	}
 	return v;
 }
@@ -79,10 +89,10 @@ tally_dp_counters(const struct tally_dp *dp, int index,
 {
 	unsigned int n = 0;
 
-	for (unsigned int k = 0; k < NFIELDS + TALLY_ST_MAX_ +
-			TALLY_NET_DROP_MAX_; k++) {
+	for (unsigned int k = 0; k < NFIELDS + NDROPS; k++) {
 		/* Slot 0 of each drop array is "ok": not a drop. */
-		if (k == NFIELDS || k == NFIELDS + TALLY_ST_MAX_)
+		if (k == NFIELDS || k == NFIELDS + NET0 ||
+				k == NFIELDS + ROCE0)
 			continue;
 		if (n < max) {
 			out[n].name = k < NFIELDS ? fields[k].name :

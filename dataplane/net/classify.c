@@ -23,6 +23,7 @@
 #include <rte_udp.h>
 
 #include "net.h"
+#include "roce.h"
 
 #define ETH_LEN		((uint32_t)sizeof(struct rte_ether_hdr))
 
@@ -137,6 +138,27 @@ classify_icmp(const uint8_t *l4, uint32_t l4len, struct tally_net_rx *rx)
 	return TALLY_NET_ICMP;
 }
 
+/*
+ * A UDP datagram to the RoCEv2 port: its length (the IPv4 packet's to
+ * the byte) and checksum (RoCEv2 senders mostly leave it 0) checked;
+ * roce.c reads the rest. rx->payload is the BTH.
+ */
+static enum tally_net_kind
+classify_roce(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip, const struct rte_udp_hdr *udp,
+	uint32_t l4len, struct tally_net_rx *rx)
+{
+	uint32_t ulen = rte_be_to_cpu_16(udp->dgram_len);
+
+	/* The ICRC ends the datagram and the IPv4 packet alike. */
+	if (unlikely(ulen < sizeof(*udp) || ulen != l4len))
+		return drop(rx, TALLY_NET_BAD_UDP);
+	if (unlikely(!udp_cksum_ok(m, ip, udp, ulen)))
+		return drop(rx, TALLY_NET_L4_CKSUM);
+	rx->payload = (const uint8_t *)(udp + 1);
+	rx->len = (uint16_t)(ulen - sizeof(*udp));
+	return TALLY_NET_ROCE;
+}
+
 /* A UDP datagram of l4len bytes at l4: one for our ports, or a drop. */
 static enum tally_net_kind
 classify_udp(const struct rte_mbuf *m, const struct tally_net_self *self,
@@ -149,6 +171,9 @@ classify_udp(const struct rte_mbuf *m, const struct tally_net_self *self,
 	if (unlikely(l4len < sizeof(*udp)))
 		return drop(rx, TALLY_NET_BAD_UDP);
 	rx->src.port = udp->src_port;
+	if (udp->dst_port == RTE_BE16(TALLY_ROCE_UDP_PORT) &&
+			self->qpn_base != 0)
+		return classify_roce(m, ip, udp, l4len, rx);
 	/* Wraps to a large value below the base: one compare does both. */
 	q = (uint32_t)rte_be_to_cpu_16(udp->dst_port) -
 		rte_be_to_cpu_16(self->port);

@@ -37,12 +37,16 @@ struct tally_net_self {
 	rte_be32_t ip;
 	rte_be16_t port;	/* first UDP port of the tally range */
 	uint16_t nports;	/* ports in the range: one per worker lcore */
+	uint32_t qpn_base;	/* RoCEv2 (roce.h): our QPNs are qpn_base +
+				   0..nports-1; 0: RoCEv2 off */
 };
 
 enum tally_net_kind {
 	TALLY_NET_TALLY,	/* UDP to one of our ports: rx says where */
 	TALLY_NET_ARP,		/* ARP request for our IPv4 address */
 	TALLY_NET_ICMP,		/* ICMP echo request to our address */
+	TALLY_NET_ROCE,		/* UDP to port 4791 (RoCEv2), when
+				   self->qpn_base != 0: roce.h takes it on */
 	TALLY_NET_DROP,		/* anything else; rx->why says why */
 };
 
@@ -157,6 +161,13 @@ struct tally_net_dst {
 int tally_net_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
 	uint32_t body_cksum, rte_be16_t src_port,
 	const struct tally_net_dst *dst, unsigned int n, struct rte_mbuf **out);
+
+/*
+ * Makes c, a fresh mbuf, an indirect mbuf of body, as
+ * rte_pktmbuf_attach() does, but without taking a reference: the caller
+ * takes them all at once. body is direct and has no external buffer.
+ */
+void tally_net_attach_noref(struct rte_mbuf *c, const struct rte_mbuf *body);
 
 /* IPv4 -> MAC cache of fixed size, no allocation after create. */
 struct tally_net_neigh;

@@ -172,13 +172,9 @@ set_lens(struct rte_mbuf *m)
 	m->l4_len = sizeof(struct rte_udp_hdr);
 }
 
-/*
- * Makes c, a fresh mbuf, an indirect mbuf of body, as rte_pktmbuf_attach()
- * does, but without taking a reference: the caller took them all at
- * once. body is direct and has no external buffer.
- */
-static inline void
-attach_noref(struct rte_mbuf *c, const struct rte_mbuf *body)
+/* Shared with roce.c; net.h says what it does. */
+void
+tally_net_attach_noref(struct rte_mbuf *c, const struct rte_mbuf *body)
 {
 	c->priv_size = body->priv_size;
 	c->ol_flags = body->ol_flags | RTE_MBUF_F_INDIRECT;
@@ -247,7 +243,7 @@ tally_net_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
 		for (unsigned int i = 0; i < nc; i++) {
 			struct rte_mbuf *h = m[i], *c = m[nc + i];
 
-			attach_noref(c, body);
+			tally_net_attach_noref(c, body);
 			put_headers(rte_pktmbuf_mtod(h, uint8_t *), &rd,
 				&dst[i]);
 			h->data_len = TALLY_NET_HDRS_LEN;

@@ -304,6 +304,71 @@ job_add_encodings(void **state)
 		"(f32, i32, i16, i8, i4, sign)");
 }
 
+/*
+ * RoCEv2 members: (ip, qpn) with port 4791 for the engine, the default
+ * Q_Key from the id, max_elems left to tally-dp; a given qkey; port 4791
+ * beside the qpn, as tallyd sends it; and the refusals: mixed
+ * transports, another port beside a qpn, QPNs out of range,
+ * two members alike, a qkey out of range.
+ */
+static void
+job_add_roce(void **state)
+{
+	struct tally_job_conf c;
+	char why[256] = "";
+
+	(void)state;
+	assert_int_equal(job_add(ADD "\"id\":9," TOK ",\"world\":2,\"members\":["
+		"{\"ip\":\"10.77.0.11\",\"qpn\":1280},"
+		"{\"ip\":\"10.77.0.11\",\"qpn\":1281}]}", &c, why, sizeof(why)),
+		0);
+	assert_int_equal(c.roce, 1);
+	assert_int_equal(c.qpn[0], 1280);
+	assert_int_equal(c.qpn[1], 1281);
+	assert_int_equal(c.members[1].port, htons(4791));
+	assert_int_equal(c.qkey, 0x7a110009);
+	assert_int_equal(c.max_elems, 0);	/* tally-dp's to choose */
+	assert_int_equal(job_add(ADD "\"id\":9," TOK ",\"world\":1,\"max_elems\":"
+		"100,\"qkey\":2147483647,\"members\":[{\"ip\":\"10.77.0.11\","
+		"\"qpn\":2}]}", &c, why, sizeof(why)), 0);
+	assert_int_equal(c.max_elems, 100);
+	assert_int_equal(c.qkey, 0x7fffffff);
+	/* A UDP job has no QPNs and keeps its default max_elems. */
+	assert_int_equal(job_add(ADD "\"id\":9," TOK ",\"world\":1,\"members\":["
+		MEMBER0 "]}", &c, why, sizeof(why)), 0);
+	assert_int_equal(c.roce, 0);
+	assert_int_equal(c.qpn[0], 0);
+	assert_int_equal(c.max_elems, TALLY_DEFAULT_ELEMS);
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":2,\"members\":[" MEMBER0
+		",{\"ip\":\"10.77.0.12\",\"qpn\":7}]}", "member 1: a job's "
+		"members are all UDP ({\"ip\", \"port\"}) or all RoCEv2 "
+		"({\"ip\", \"qpn\"})");
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
+		"{\"ip\":\"10.77.0.12\",\"qpn\":7,\"port\":9}]}", "member 0: a "
+		"RoCEv2 member's 'port', when given, is 4791");
+	/* As tallyd sends them: port 4791 beside the QPN. */
+	assert_int_equal(job_add(ADD "\"id\":9," TOK ",\"world\":1,\"members\":["
+		"{\"ip\":\"10.77.0.11\",\"port\":4791,\"qpn\":99}]}", &c, why,
+		sizeof(why)), 0);
+	assert_int_equal(c.qpn[0], 99);
+	assert_int_equal(c.members[0].port, htons(4791));
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
+		"{\"ip\":\"10.77.0.12\",\"qpn\":1}]}",
+		"member 0: 'qpn' must be 2..16777214");
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
+		"{\"ip\":\"10.77.0.12\",\"qpn\":16777215}]}",
+		"member 0: 'qpn' must be 2..16777214");
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"members\":["
+		"{\"ip\":\"10.77.0.12\",\"qpn\":\"7\"}]}",
+		"member 0: 'qpn' must be 2..16777214");
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":2,\"members\":["
+		"{\"ip\":\"10.77.0.12\",\"qpn\":7},{\"ip\":\"10.77.0.12\","
+		"\"qpn\":7}]}", "member 1 has the address and QPN of member 0");
+	job_add_fails(ADD "\"id\":1," TOK ",\"world\":1,\"qkey\":2147483648,"
+		"\"members\":[{\"ip\":\"10.77.0.12\",\"qpn\":7}]}",
+		"'qkey' must be an integer in 0..2147483647");
+}
+
 static void
 job_add_bad_group(void **state)
 {
@@ -541,6 +606,7 @@ main(void)
 		cmocka_unit_test(job_add_bad_members),
 		cmocka_unit_test(job_add_not_unicast),
 		cmocka_unit_test(job_add_encodings),
+		cmocka_unit_test(job_add_roce),
 		cmocka_unit_test(job_add_bad_group),
 		cmocka_unit_test(job_add_unknown_key),
 		cmocka_unit_test(duplicate_keys),

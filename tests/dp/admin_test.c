@@ -372,6 +372,72 @@ ping_within(int fd, int ms)
 	return strstr(buf, "\"errno\":0") != NULL;
 }
 
+#define ROCE1 "{\"cmd\":\"job_add\",\"token\":\"0123456789abcdef\"," \
+	"\"world\":1,\"members\":[{\"ip\":\"10.1.1.1\",\"qpn\":4660}],"
+
+/*
+ * RoCEv2 through the admin socket: ping lists the QPNs (qpn_base + lcore
+ * index), P_Key and path MTU; a RoCEv2 job without max_elems gets the
+ * path MTU's 246 i32 at MTU 1500, and is listed with its transport,
+ * Q_Key and members' QPNs; one past the path MTU is refused; with
+ * RoCEv2 off ping has no "roce" and RoCEv2 jobs are refused.
+ */
+static void
+roce_jobs(void **state)
+{
+	json_t *r, *j, *roce;
+
+	(void)state;
+	dp.self.qpn_base = 0x100;
+	r = call("{\"cmd\":\"ping\"}");
+	roce = json_object_get(r, "roce");
+	assert_non_null(roce);
+	assert_int_equal(json_array_size(json_object_get(roce, "qpns")), 1);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(
+		roce, "qpns"), 0)), 0x100);
+	assert_int_equal(json_integer_value(json_object_get(roce, "pkey")),
+		0xffff);
+	assert_int_equal(json_integer_value(json_object_get(roce, "pmtu")),
+		1024);
+	assert_int_equal(json_integer_value(json_object_get(roce,
+		"max_elems")), 246);
+	json_decref(r);
+	r = call(ROCE1 "\"id\":21}");
+	assert_int_equal(errno_of(r), 0);
+	json_decref(r);
+	r = call("{\"cmd\":\"job_list\",\"after\":20,\"limit\":1}");
+	j = json_array_get(json_object_get(r, "jobs"), 0);
+	assert_int_equal(json_integer_value(json_object_get(j, "max_elems")),
+		246);
+	assert_string_equal(json_string_value(json_object_get(j,
+		"transport")), "roce");
+	assert_int_equal(json_integer_value(json_object_get(j, "qkey")),
+		0x7a110000 + 21);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(
+		json_object_get(j, "members"), 0), "qpn")), 4660);
+	/* tallyd compares the listing's ports with what it sent: 4791. */
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(
+		json_object_get(j, "members"), 0), "port")), 4791);
+	json_decref(r);
+	r = call("{\"cmd\":\"job_del\",\"id\":21}");
+	json_decref(r);
+	refused(ROCE1 "\"id\":22,\"max_elems\":247,\"encodings\":[\"i32\"]}",
+		EMSGSIZE, "job 22: 247 elements of i32 make 1028-byte RoCEv2 "
+		"messages (widened results), over the path MTU of 1024 bytes "
+		"(a UD message is one packet; port MTU 1500); at most max_elems "
+		"246 for these encodings");
+	dp.self.qpn_base = 0;
+	r = call("{\"cmd\":\"ping\"}");
+	assert_null(json_object_get(r, "roce"));
+	json_decref(r);
+	refused(ROCE1 "\"id\":23}", EPROTONOSUPPORT, "job 23 has RoCEv2 "
+		"members, and tally-dp runs without RoCEv2 (--roce-qpn-base 0) "
+		"or its MTU of 1500 bytes takes no element");
+	refused(ROCE1 "\"id\":23,\"max_elems\":8}", EPROTONOSUPPORT, "job 23 "
+		"has RoCEv2 members, and tally-dp runs without RoCEv2 "
+		"(--roce-qpn-base 0)");
+}
+
 /*
  * A client sends requests and never reads the replies. It is cut off
  * once its replies pile up; meanwhile and afterwards another client's
@@ -526,6 +592,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(job_del_counters),
 		cmocka_unit_test(ping_limits),
 		cmocka_unit_test(job_add_refusals),
+		cmocka_unit_test(roce_jobs),
 		cmocka_unit_test(slow_client),
 		cmocka_unit_test(stale_requests),
 		cmocka_unit_test(open_refuses_live),

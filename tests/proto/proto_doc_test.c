@@ -3,7 +3,9 @@
  * docs/protocol.md and include/tally/proto.h must agree. This suite reads
  * the tables of the document (its path is argv[1]) and checks every field
  * offset and size, every constant's value and name, and the bytes that
- * tally_hdr_encode() writes at the offsets the document states.
+ * tally_hdr_encode() writes at the offsets the document states; and the
+ * RoCEv2 framing (its BTH and DETH fields, port, opcodes, QPN base,
+ * default Q_Key and path MTU table) against <tally/roce.h>.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include <tally/proto.h>
+#include <tally/roce.h>
 
 #define MAX_ROWS 32
 #define MAX_CELLS 6
@@ -356,6 +359,71 @@ port_and_magic_stated(void **state)
 	assert_non_null(strstr(doc, s));
 }
 
+/* The BTH and DETH fields where <tally/roce.h> puts them. */
+static void
+roce_fields_match(void **state)
+{
+	static const struct { const char *name; unsigned int off, size; } f[] = {
+		{ "opcode", TALLY_ROCE_BTH_OPCODE, 1 },
+		{ "flags", TALLY_ROCE_BTH_FLAGS, 1 },
+		{ "pkey", TALLY_ROCE_BTH_PKEY, 2 },
+		{ "dqpn", TALLY_ROCE_BTH_DQPN, 4 },
+		{ "psn", TALLY_ROCE_BTH_PSN, 4 },
+		{ "qkey", TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_QKEY, 4 },
+		{ "sqpn", TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_SQPN, 4 },
+	};
+	struct row rows[MAX_ROWS];
+	int n = read_table("### RoCEv2 header fields", rows);
+	unsigned int next = 0;
+	char op[32];
+
+	(void)state;
+	assert_int_equal(n, (int)(sizeof(f) / sizeof(f[0])));
+	for (int i = 0; i < n; i++) {
+		assert_string_equal(rows[i].cell[2], f[i].name);
+		assert_int_equal(strtoul(rows[i].cell[0], NULL, 0), f[i].off);
+		assert_int_equal(strtoul(rows[i].cell[1], NULL, 0), f[i].size);
+		assert_int_equal(f[i].off, next);	/* no gap, no overlap */
+		next += f[i].size;
+	}
+	assert_int_equal(next, TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_LEN);
+	snprintf(op, sizeof(op), "%#x", TALLY_ROCE_OP_UD_SEND);
+	assert_non_null(strstr(rows[0].cell[3], op));
+	snprintf(op, sizeof(op), "%#x", TALLY_ROCE_OP_UD_SEND_IMM);
+	assert_non_null(strstr(rows[0].cell[3], op));
+	snprintf(op, sizeof(op), "%#x", TALLY_ROCE_PKEY_FULL);
+	assert_non_null(strstr(rows[2].cell[3], op));
+	snprintf(op, sizeof(op), "%#x + job id", TALLY_ROCE_QKEY(0));
+	assert_non_null(strstr(rows[5].cell[3], op));
+}
+
+/* Port, QPN base and the path MTU table, with its element counts. */
+static void
+roce_constants_stated(void **state)
+{
+	struct row rows[MAX_ROWS];
+	int n = read_table("### RoCEv2 path MTU", rows);
+	char s[64];
+
+	(void)state;
+	snprintf(s, sizeof(s), "UDP port **%d**", TALLY_ROCE_UDP_PORT);
+	assert_non_null(strstr(doc, s));
+	snprintf(s, sizeof(s), "`--roce-qpn-base`, default %#x",
+		TALLY_ROCE_QPN_BASE);
+	assert_non_null(strstr(doc, s));
+	snprintf(s, sizeof(s), "destination QP %#x", TALLY_ROCE_QPN_MCAST);
+	assert_non_null(strstr(doc, s));
+	assert_true(n >= 3);
+	for (int i = 0; i < n; i++) {
+		unsigned int pmtu = tally_roce_pmtu(
+			(unsigned int)strtoul(rows[i].cell[0], NULL, 10));
+
+		assert_int_equal(strtoul(rows[i].cell[1], NULL, 10), pmtu);
+		assert_int_equal(strtoul(rows[i].cell[2], NULL, 10),
+			(pmtu - TALLY_HDR_LEN) / 4);
+	}
+}
+
 static char *
 slurp(const char *path)
 {
@@ -387,6 +455,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(result_encodings_match),
 		cmocka_unit_test(statuses_match),
 		cmocka_unit_test(port_and_magic_stated),
+		cmocka_unit_test(roce_fields_match),
+		cmocka_unit_test(roce_constants_stated),
 	};
 	int rc;
 

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * RoCEv2 UD SEND packets in and out (roce.h).
+ *
+ * In: the BTH and DETH are read where tally_net_classify() left off;
+ * the ICRC is taken by the slot's owner in one rte_net_crc pass over the
+ * frame with its variant fields masked in place (icrc.c).
+ *
+ * Out: as result.c does for UDP, the message (tally header, payload,
+ * tag, pad) is copied once into a body mbuf and its CRC taken once; each
+ * destination's headers come from its template, and its ICRC is the CRC
+ * of its 56 masked header bytes (8 of 0xff, IPv4, UDP, BTH, DETH)
+ * combined with the message's: one multiplication modulo the CRC
+ * polynomial, the power of x shared by every destination of the body.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <netinet/in.h>
+
+#include <rte_byteorder.h>
+#include <rte_ip.h>
+#include <rte_udp.h>
+
+#include "icrc.h"
+#include "roce.h"
+
+#define ETH_LEN		sizeof(struct rte_ether_hdr)
+#define OFF_IP		ETH_LEN
+#define OFF_UDP		(OFF_IP + sizeof(struct rte_ipv4_hdr))
+#define OFF_BTH		(OFF_UDP + sizeof(struct rte_udp_hdr))
+#define OFF_DETH	(OFF_BTH + TALLY_ROCE_BTH_LEN)
+#define MASKED_LEN	(TALLY_ICRC_LRH_LEN + TALLY_ROCE_HDRS_LEN - ETH_LEN)
+#define RESULT_TTL	64
+
+/* BTH byte 1: SE, M, PadCnt (2 bits), TVer (4 bits). */
+#define BTH_PAD(b1)	(((b1) >> 4) & 3u)
+#define BTH_TVER(b1)	((b1) & 0x0fu)
+
+static inline uint32_t
+ld_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+		(uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void
+st_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline void
+st_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static inline void
+st16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+const char *
+tally_roce_drop_name(unsigned int why)
+{
+	static const char *const names[TALLY_ROCE_DROP_MAX_] = {
+		[TALLY_ROCE_OK] = "ok",
+		[TALLY_ROCE_BTH] = "bth",
+		[TALLY_ROCE_LEN] = "len",
+		[TALLY_ROCE_PKEY] = "pkey",
+		[TALLY_ROCE_QPN] = "qpn",
+		[TALLY_ROCE_ICRC] = "icrc",
+		[TALLY_ROCE_QKEY] = "qkey",
+		[TALLY_ROCE_MEMBER] = "member",
+	};
+
+	return why < TALLY_ROCE_DROP_MAX_ ? names[why] : "unknown";
+}
+
+/*
+ * Borrows self; rewrites rx to the message inside. Checks in the order
+ * of the refusals in roce.h, so each packet is counted once, under its
+ * first fault.
+ */
+enum tally_roce_drop
+tally_roce_parse(const struct tally_net_self *self, struct tally_net_rx *rx,
+	struct tally_roce_rx *rr)
+{
+	const uint8_t *b = rx->payload;
+	uint32_t hdrs = TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_LEN, q;
+
+	if (unlikely(rx->len < TALLY_ROCE_BTH_LEN))
+		return TALLY_ROCE_LEN;
+	if (unlikely((b[TALLY_ROCE_BTH_OPCODE] != TALLY_ROCE_OP_UD_SEND &&
+			b[TALLY_ROCE_BTH_OPCODE] != TALLY_ROCE_OP_UD_SEND_IMM) ||
+			BTH_TVER(b[TALLY_ROCE_BTH_FLAGS]) != 0))
+		return TALLY_ROCE_BTH;
+	rr->has_imm = b[TALLY_ROCE_BTH_OPCODE] == TALLY_ROCE_OP_UD_SEND_IMM;
+	rr->pad = (uint8_t)BTH_PAD(b[TALLY_ROCE_BTH_FLAGS]);
+	hdrs += rr->has_imm ? TALLY_ROCE_IMM_LEN : 0;
+	if (unlikely(rx->len < hdrs + rr->pad + TALLY_ROCE_ICRC_LEN))
+		return TALLY_ROCE_LEN;
+	/* Ours is 0xffff, a full member: any member of the partition. */
+	if (unlikely(((b[TALLY_ROCE_BTH_PKEY] << 8 |
+			b[TALLY_ROCE_BTH_PKEY + 1]) & 0x7fff) !=
+			(TALLY_ROCE_PKEY_FULL & 0x7fff)))
+		return TALLY_ROCE_PKEY;
+	rr->dst_qpn = ld_be32(b + TALLY_ROCE_BTH_DQPN) & TALLY_ROCE_QPN_MAX;
+	/* Wraps below the base: one compare does both ends. */
+	q = rr->dst_qpn - self->qpn_base;
+	if (unlikely(q >= self->nports))
+		return TALLY_ROCE_QPN;
+	rr->qkey = ld_be32(b + TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_QKEY);
+	rr->src_qpn = ld_be32(b + TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_SQPN) &
+		TALLY_ROCE_QPN_MAX;
+	if (rr->has_imm)
+		memcpy(&rr->imm, b + TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_LEN,
+			sizeof(rr->imm));
+	rx->queue = (uint16_t)q;
+	rx->payload = b + hdrs;
+	rx->len = (uint16_t)(rx->len - hdrs - rr->pad - TALLY_ROCE_ICRC_LEN);
+	rx->src.port = RTE_BE16(TALLY_ROCE_UDP_PORT);
+	return TALLY_ROCE_OK;
+}
+
+/* The ICRC lies in the datagram's last 4 bytes, little-endian. */
+int
+tally_roce_icrc_ok(struct rte_mbuf *m)
+{
+	uint8_t *ip = rte_pktmbuf_mtod_offset(m, uint8_t *, ETH_LEN);
+	uint32_t tlen = (uint32_t)ip[2] << 8 | ip[3];
+	const uint8_t *w = ip + tlen - TALLY_ROCE_ICRC_LEN;
+	uint32_t want = (uint32_t)w[0] | (uint32_t)w[1] << 8 |
+		(uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+
+	return tally_icrc_ipv4(ip, tlen) == want;
+}
+
+/* Borrows self. The fields that vary by frame stay 0 (roce.h). */
+void
+tally_roce_tmpl_init(struct tally_roce_tmpl *t,
+	const struct tally_net_self *self, rte_be32_t dst_ip, uint32_t dst_qpn,
+	uint32_t qkey)
+{
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)t->hdr;
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+	uint8_t *bth = t->hdr + OFF_BTH, *deth = t->hdr + OFF_DETH;
+
+	memset(t, 0, sizeof(*t));
+	rte_ether_addr_copy(&self->mac, &eth->src_addr);
+	eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+	ip->version_ihl = RTE_IPV4_VHL_DEF;
+	ip->fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG);
+	ip->time_to_live = RESULT_TTL;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = self->ip;
+	ip->dst_addr = dst_ip;
+	udp->dst_port = RTE_BE16(TALLY_ROCE_UDP_PORT);
+	bth[TALLY_ROCE_BTH_OPCODE] = TALLY_ROCE_OP_UD_SEND;
+	bth[TALLY_ROCE_BTH_PKEY] = TALLY_ROCE_PKEY_FULL >> 8;
+	bth[TALLY_ROCE_BTH_PKEY + 1] = TALLY_ROCE_PKEY_FULL & 0xff;
+	st_be32(bth + TALLY_ROCE_BTH_DQPN, dst_qpn & TALLY_ROCE_QPN_MAX);
+	st_be32(deth + TALLY_ROCE_DETH_QKEY, qkey);
+	t->ip_sum = rte_raw_cksum(ip, sizeof(*ip));
+}
+
+static inline uint32_t
+fold(uint32_t sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (sum & 0xffff) + (sum >> 16);
+}
+
+/* Copies h, payload, tag and the pad; takes their CRC. Borrows all. */
+struct rte_mbuf *
+tally_roce_body(struct rte_mempool *pool, const struct tally_hdr *h,
+	const void *payload, uint16_t len, const uint8_t *tag, uint32_t *crc,
+	uint8_t *pad)
+{
+	uint32_t blen = TALLY_HDR_LEN + (uint32_t)len +
+		(tag != NULL ? TALLY_TAG_LEN : 0);
+	uint32_t padded = (blen + 3u) & ~3u;
+	struct rte_mbuf *m;
+	uint8_t *p;
+
+	if (unlikely(padded > UINT16_MAX - TALLY_ROCE_IP_OVERHEAD))
+		return NULL;
+	m = rte_pktmbuf_alloc(pool);
+	if (unlikely(m == NULL))
+		return NULL;
+	if (unlikely(rte_pktmbuf_tailroom(m) < padded + TALLY_ROCE_ICRC_LEN ||
+			rte_pktmbuf_headroom(m) < TALLY_ROCE_HDRS_LEN)) {
+		rte_pktmbuf_free(m);
+		return NULL;
+	}
+	p = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)padded);
+	tally_hdr_encode(h, p);
+	if (len != 0)
+		memcpy(p + TALLY_HDR_LEN, payload, len);
+	if (tag != NULL)
+		memcpy(p + TALLY_HDR_LEN + len, tag, TALLY_TAG_LEN);
+	memset(p + blen, 0, padded - blen);
+	*pad = (uint8_t)(padded - blen);
+	*crc = tally_crc32(p, padded);
+	return m;
+}
+
+/* What the frames of one body share. */
+struct round {
+	rte_be16_t ip_len;
+	rte_be16_t udp_len;
+	rte_be16_t sport;
+	uint8_t bth1;		/* PadCnt */
+	uint32_t src_qpn;
+	uint32_t crc;		/* the message's CRC */
+	uint32_t xpow;		/* x^(8 message bytes) */
+};
+
+/*
+ * Writes destination d's headers at p (TALLY_ROCE_HDRS_LEN bytes) and
+ * returns the frame's ICRC.
+ */
+static uint32_t
+put_headers(uint8_t *p, const struct round *rd, const struct tally_roce_dst *d)
+{
+	const struct tally_roce_tmpl *t = d->tmpl;
+	uint8_t masked[MASKED_LEN];
+
+	memcpy(p, t->hdr, TALLY_ROCE_HDRS_LEN);
+	memcpy(p, d->mac, RTE_ETHER_ADDR_LEN);
+	st16(p + OFF_IP + offsetof(struct rte_ipv4_hdr, total_length),
+		rd->ip_len);
+	st16(p + OFF_IP + offsetof(struct rte_ipv4_hdr, hdr_checksum),
+		(uint16_t)~fold(t->ip_sum + rd->ip_len));
+	st16(p + OFF_UDP, rd->sport);
+	st16(p + OFF_UDP + offsetof(struct rte_udp_hdr, dgram_len),
+		rd->udp_len);
+	p[OFF_BTH + TALLY_ROCE_BTH_FLAGS] = rd->bth1;
+	st_be32(p + OFF_DETH + TALLY_ROCE_DETH_SQPN, rd->src_qpn);
+	/* The ICRC's view of the same headers (icrc.h). */
+	memset(masked, 0xff, TALLY_ICRC_LRH_LEN);
+	memcpy(masked + TALLY_ICRC_LRH_LEN, p + OFF_IP,
+		TALLY_ROCE_HDRS_LEN - ETH_LEN);
+	masked[TALLY_ICRC_LRH_LEN + 1] = 0xff;		/* TOS */
+	masked[TALLY_ICRC_LRH_LEN + 8] = 0xff;		/* TTL */
+	masked[TALLY_ICRC_LRH_LEN + 10] = 0xff;		/* IPv4 checksum */
+	masked[TALLY_ICRC_LRH_LEN + 11] = 0xff;
+	masked[TALLY_ICRC_LRH_LEN + 26] = 0xff;		/* UDP checksum */
+	masked[TALLY_ICRC_LRH_LEN + 27] = 0xff;
+	masked[TALLY_ICRC_LRH_LEN + 32] = 0xff;		/* BTH byte 4 */
+	return tally_crc32_shift(tally_crc32(masked, MASKED_LEN), rd->crc,
+		rd->xpow);
+}
+
+static inline void
+set_lens(struct rte_mbuf *m)
+{
+	m->l2_len = ETH_LEN;
+	m->l3_len = sizeof(struct rte_ipv4_hdr);
+	m->l4_len = sizeof(struct rte_udp_hdr);
+}
+
+/* Clone i of nc: header mbuf h, indirect c, ICRC t, chained. */
+static void
+build_clone(struct rte_mbuf *h, struct rte_mbuf *c, struct rte_mbuf *t,
+	const struct rte_mbuf *body, const struct round *rd,
+	const struct tally_roce_dst *d)
+{
+	uint32_t icrc;
+
+	tally_net_attach_noref(c, body);
+	icrc = put_headers(rte_pktmbuf_mtod(h, uint8_t *), rd, d);
+	st_le32(rte_pktmbuf_mtod(t, uint8_t *), icrc);
+	t->data_len = TALLY_ROCE_ICRC_LEN;
+	t->pkt_len = TALLY_ROCE_ICRC_LEN;
+	c->next = t;
+	h->data_len = TALLY_ROCE_HDRS_LEN;
+	h->pkt_len = TALLY_ROCE_HDRS_LEN + body->data_len + TALLY_ROCE_ICRC_LEN;
+	h->next = c;
+	h->nb_segs = 3;
+	set_lens(h);
+}
+
+/*
+ * Consumes body (one segment, its only reference the caller's); borrows
+ * pool and dst. On success out[0..n-1] own the body between them.
+ */
+int
+tally_roce_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
+	uint32_t crc, uint8_t pad, rte_be16_t sport, uint32_t src_qpn,
+	const struct tally_roce_dst *dst, unsigned int n, struct rte_mbuf **out)
+{
+	struct rte_mbuf *m[3 * (TALLY_MAX_WORKERS - 1)];
+	unsigned int nc = n - 1;
+	uint32_t blen, icrc;
+	struct round rd;
+	uint8_t *p;
+	int ret = -EINVAL;
+
+	if (n == 0) {
+		ret = 0;
+		goto free_body;
+	}
+	blen = body->pkt_len;
+	if (unlikely(n > TALLY_MAX_WORKERS || pad > 3 ||
+			blen > UINT16_MAX - TALLY_ROCE_IP_OVERHEAD ||
+			body->nb_segs != 1 || !RTE_MBUF_DIRECT(body) ||
+			rte_mbuf_refcnt_read(body) != 1 ||
+			rte_pktmbuf_headroom(body) < TALLY_ROCE_HDRS_LEN ||
+			rte_pktmbuf_tailroom(body) < TALLY_ROCE_ICRC_LEN))
+		goto free_body;
+	rd.ip_len = rte_cpu_to_be_16((uint16_t)(TALLY_ROCE_HDRS_LEN - ETH_LEN +
+		blen + TALLY_ROCE_ICRC_LEN));
+	rd.udp_len = rte_cpu_to_be_16((uint16_t)(TALLY_ROCE_HDRS_LEN -
+		OFF_UDP + blen + TALLY_ROCE_ICRC_LEN));
+	rd.sport = sport;
+	rd.bth1 = (uint8_t)(pad << 4);
+	rd.src_qpn = src_qpn & TALLY_ROCE_QPN_MAX;
+	rd.crc = crc;
+	rd.xpow = tally_crc32_xpow(blen);
+	if (nc > 0) {
+		ret = -ENOBUFS;
+		if (unlikely(rte_pktmbuf_alloc_bulk(pool, m, 3 * nc) != 0))
+			goto free_body;
+		if (unlikely(rte_pktmbuf_tailroom(m[0]) < TALLY_ROCE_HDRS_LEN)) {
+			ret = -EINVAL;
+			rte_pktmbuf_free_bulk(m, 3 * nc);
+			goto free_body;
+		}
+		/* One reference a clone, taken at once. */
+		rte_mbuf_refcnt_update(body, (int16_t)nc);
+		for (unsigned int i = 0; i < nc; i++) {
+			build_clone(m[i], m[nc + i], m[2 * nc + i], body, &rd,
+				&dst[i]);
+			out[i] = m[i];
+		}
+	}
+	/* The clones see data_len as it was: the ICRC goes past it. */
+	p = (uint8_t *)rte_pktmbuf_prepend(body, TALLY_ROCE_HDRS_LEN);
+	icrc = put_headers(p, &rd, &dst[nc]);
+	st_le32((uint8_t *)rte_pktmbuf_append(body, TALLY_ROCE_ICRC_LEN), icrc);
+	set_lens(body);
+	out[nc] = body;
+	return 0;
+free_body:
+	rte_pktmbuf_free(body);
+	return ret;
+}

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * CRC-32 and the RoCEv2 ICRC (net/icrc.c): rte_net_crc on both of its
+ * paths against a bit-at-a-time CRC of our own; CRCs joined by
+ * tally_crc32_combine() against the CRC of the joined bytes, at every
+ * split of a buffer; and ICRC vectors: the RoCEv2 CNP packet that
+ * scapy's own tests (test/contrib/roce.uts) captured from a ConnectX-4
+ * Lx, scapy's UC SEND example, and two UD SEND packets that scapy's RoCE
+ * layer (python3-scapy) built and checksummed, one with an immediate.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "net/icrc.h"
+
+/* CRC-32, reflected, bit by bit: shares nothing with the code. */
+static uint32_t
+ref_crc32(const uint8_t *p, size_t len)
+{
+	uint32_t c = 0xffffffffu;
+
+	for (size_t i = 0; i < len; i++) {
+		c ^= p[i];
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+	}
+	return ~c;
+}
+
+static size_t
+unhex(const char *hex, uint8_t *out)
+{
+	size_t n = 0;
+
+	for (; hex[0] != '\0' && hex[1] != '\0'; hex += 2) {
+		char b[3] = { hex[0], hex[1], '\0' };
+
+		out[n++] = (uint8_t)strtoul(b, NULL, 16);
+	}
+	return n;
+}
+
+static uint32_t
+le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		(uint32_t)p[3] << 24;
+}
+
+static void
+fill(uint8_t *p, size_t len, uint32_t seed)
+{
+	for (size_t i = 0; i < len; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+/* "123456789" has the CRC-32 check value 0xcbf43926, on every path. */
+static void
+crc_paths(void **state)
+{
+	static const enum rte_net_crc_alg algs[] = {
+		RTE_NET_CRC_SCALAR, RTE_NET_CRC_SSE42,
+	};
+	static uint8_t buf[9000];
+
+	(void)state;
+	fill(buf, sizeof(buf), 1);
+	for (size_t a = 0; a < RTE_DIM(algs); a++) {
+		rte_net_crc_set_alg(algs[a]);
+		assert_int_equal(tally_crc32("123456789", 9), 0xcbf43926u);
+		for (size_t len = 0; len < 300; len++)
+			assert_int_equal(tally_crc32(buf + 3, (uint32_t)len),
+				ref_crc32(buf + 3, len));
+		assert_int_equal(tally_crc32(buf, sizeof(buf)),
+			ref_crc32(buf, sizeof(buf)));
+	}
+	tally_icrc_init();
+}
+
+/* The path named is one of four; it computes the same CRCs. */
+static void
+init_names_path(void **state)
+{
+	const char *name = tally_icrc_init();
+
+	(void)state;
+	assert_true(strcmp(name, "sse42") == 0 || strcmp(name, "scalar") == 0 ||
+		strcmp(name, "neon") == 0 || strcmp(name, "avx512") == 0);
+	assert_int_equal(tally_crc32("123456789", 9), 0xcbf43926u);
+}
+
+/* combine(crc(A), crc(B), |B|) == crc(AB) at every split. */
+static void
+combine_every_split(void **state)
+{
+	static uint8_t buf[1100];
+
+	(void)state;
+	fill(buf, sizeof(buf), 7);
+	for (size_t len = 0; len <= 70; len++)
+		for (size_t s = 0; s <= len; s++)
+			assert_int_equal(tally_crc32_combine(
+				ref_crc32(buf, s), ref_crc32(buf + s, len - s),
+				(uint32_t)(len - s)), ref_crc32(buf, len));
+	for (size_t s = 0; s <= sizeof(buf); s += 37)
+		assert_int_equal(tally_crc32_combine(ref_crc32(buf, s),
+			ref_crc32(buf + s, sizeof(buf) - s),
+			(uint32_t)(sizeof(buf) - s)),
+			ref_crc32(buf, sizeof(buf)));
+}
+
+/* Long second parts: the powers of x for every bit of a 16-bit length. */
+static void
+combine_long(void **state)
+{
+	static uint8_t buf[70000];
+
+	(void)state;
+	fill(buf, sizeof(buf), 3);
+	for (uint32_t lb = 1; lb < 65536; lb = lb * 3 + 1) {
+		uint32_t la = 56;
+
+		assert_int_equal(tally_crc32_combine(ref_crc32(buf, la),
+			ref_crc32(buf + la, lb), lb), ref_crc32(buf, la + lb));
+	}
+	/* x^0 is the unit: nothing to move past. */
+	assert_int_equal(tally_crc32_xpow(0), 0x80000000u);
+	assert_int_equal(tally_crc32_mul(0x80000000u, 0x12345678u),
+		0x12345678u);
+}
+
+/*
+ * Checks the ICRC of a frame given as hex: what tally_icrc_ipv4() gives
+ * equals the frame's last 4 bytes (little-endian), and every byte it
+ * masked is back afterwards.
+ */
+static void
+check_vector(const char *hex, uint32_t want)
+{
+	uint8_t f[256], copy[256];
+	size_t n = unhex(hex, f);
+	uint32_t tlen = get16(f + F_IP + 2);
+
+	memcpy(copy, f, n);
+	assert_int_equal(le32(f + F_IP + tlen - 4), want);
+	assert_int_equal(tally_icrc_ipv4(f + F_IP, tlen), want);
+	assert_memory_equal(f, copy, n);
+	/* A flipped bit anywhere that counts changes it. */
+	f[n - 5] ^= 0x10;
+	assert_int_not_equal(tally_icrc_ipv4(f + F_IP, tlen), want);
+}
+
+/* scapy's test/contrib/roce.uts: a CNP captured on a ConnectX-4 Lx. */
+static void
+vector_cx4_cnp(void **state)
+{
+	(void)state;
+	check_vector("e41d2dab2bc27cfe90643b32080045c2003c718c40004011"
+		"91610a0011010a001201000012b7002800008100ffff40000118"
+		"0000000000000000000000000000000000000000" "82fd002a",
+		0x2a00fd82u);
+}
+
+/*
+ * scapy's UC SEND example from the same file (its assertion reads the
+ * ICRC bytes 78 f3 53 f3 big-endian: 0x78f353f3).
+ */
+static void
+vector_scapy_uc(void **state)
+{
+	(void)state;
+	check_vector("248a07a8fa22248a07a8fa22080045010040047840004011b4d5"
+		"c0a80007c0a80007c00012b7002caca22460ffff000000d300cf1710"
+		"4630818be28935d90e9a95505401be885e500000" "78f353f3",
+		0xf353f378u);
+}
+
+/* UD SEND with DETH and PadCnt 3, built by scapy's BTH (icrc computed). */
+static void
+vector_scapy_ud(void **state)
+{
+	(void)state;
+	check_vector("02000000000102000000000208004502005c00074000401126860a"
+		"0000020a000001c35012b7004800006430ffff0000010100123456112233"
+		"4400abcdef000102030405060708090a0b0c0d0e0f101112131415161718"
+		"191a1b1c1d1e1f20212223240000" "0001b645c1", 0xc145b601u);
+	check_vector("02000000000102000000000208004502006000074000401126820a"
+		"0000020a000001c35012b7004c00006500ffff0000010200123456112233"
+		"4400000042deadbeef000102030405060708090a0b0c0d0e0f1011121314"
+		"15161718191a1b1c1d1e1f2021222324252627" "7abc4376",
+		0x7643bc7au);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(crc_paths),
+		cmocka_unit_test(init_names_path),
+		cmocka_unit_test(combine_every_split),
+		cmocka_unit_test(combine_long),
+		cmocka_unit_test(vector_cx4_cnp),
+		cmocka_unit_test(vector_scapy_uc),
+		cmocka_unit_test(vector_scapy_ud),
+	};
+	int rc;
+
+	(void)argc;
+	if (test_eal_init(argv[0]) != 0)
+		return 1;
+	tally_icrc_init();
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	test_eal_fini();
+	return rc;
+}
