@@ -35,7 +35,13 @@ CUDA bucket meets; without libtally's CUDA path it is refused.
 
 Any error (of libtally, of tallyd, a closed context, a CUDA tensor
 without libtally's CUDA path) completes the bucket's future with the
-exception, which DDP raises from backward(); the hook never hangs.
+exception; the hook never hangs. DDP (C++) cannot take a Python
+exception as a future's result (torch 1.13's Future.set_exception
+stores it as the value, and DDP would fail to cast it to a tensor), so
+allreduce_hook hands DDP a future chained by Future.then, which fails
+with the error itself: backward() raises a RuntimeError whose text is
+the tally.Error's, "[Errno N] <libtally's or tallyd's sentence>", and
+HookState.last_error is that tally.Error (errno, strerror).
 Only the hook may use the context while backward runs.
 """
 import errno
@@ -60,7 +66,7 @@ class HookState:
     ctx.info()); name: the thread's name.
 
     Counters: buckets (reduced), errors (futures completed with an
-    exception), rebuilt (States made afresh because a bucket index
+    exception; last_error is the latest exception), rebuilt (States made afresh because a bucket index
     changed its parameters or length). close() stops the thread.
     """
 
@@ -75,6 +81,7 @@ class HookState:
         self.states = {}
         self.buckets = 0
         self.errors = 0
+        self.last_error = None
         self.rebuilt = 0
         self._keys = {}
         self._queue = queue.SimpleQueue()
@@ -85,7 +92,9 @@ class HookState:
     def submit(self, index, key, tensor):
         """Queues tensor, bucket number index (whose layout key
         identifies), for the background thread; returns the Future that
-        thread completes with the tensor reduced in place. A CUDA
+        thread completes with the tensor reduced in place, or with the
+        exception (its wait() raises it; DDP needs allreduce_hook's
+        chained future instead). A CUDA
         tensor's future is made for its device, and the thread works on
         the stream current now (the caller's)."""
         stream = None
@@ -96,8 +105,10 @@ class HookState:
             fut = torch.futures.Future()
         with self._lock:
             if self._closed:
-                fut.set_exception(tally.Error(errno.EBADF,
-                                              "the hook state is closed"))
+                self.errors += 1
+                self.last_error = tally.Error(errno.EBADF,
+                                              "the hook state is closed")
+                fut.set_exception(self.last_error)
                 return fut
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run,
@@ -167,6 +178,7 @@ class HookState:
             self._reduce(index, key, t, stream)
         except Exception as e:  # completes the future, never hangs
             self.errors += 1
+            self.last_error = e
             fut.set_exception(e)
             return
         self.buckets += 1
@@ -180,9 +192,19 @@ def _layout(bucket):
             tuple((p.data_ptr(), p.numel()) for p in bucket.parameters()))
 
 
+def _unwrap(fut):
+    """The bucket's reduced tensor, or the bucket's exception raised: as a
+    Future.then callback it turns a future completed by set_exception
+    (whose C++ value is the exception object) into one that failed."""
+    return fut.value()
+
+
 def allreduce_hook(state, bucket):
     """DDP communication hook: the average of the bucket over the ranks,
     through tally. Register with
     ddp.register_comm_hook(HookState(ctx), allreduce_hook).
-    Returns at once a Future that the background thread completes."""
-    return state.submit(bucket.index(), _layout(bucket), bucket.buffer())
+    Returns at once a Future that the background thread completes; on an
+    error it fails, and DDP raises a RuntimeError with the tally.Error's
+    "[Errno N] sentence" from backward()."""
+    fut = state.submit(bucket.index(), _layout(bucket), bucket.buffer())
+    return fut.then(_unwrap)

@@ -12,6 +12,10 @@ MODE compare: three iterations (through DDP's bucket rebuild) of both
 models; for every bucket, the hook's average against the exact one (the
 fixed-point bound of docs/protocol.md) and against gloo's; then the
 context is closed and backward must raise, not hang.
+MODE error: DDP (one bucket) of this one process on a tally job of WORLD + 1 ranks,
+the last of which never comes: the allreduce times out, and backward
+must raise libtally's sentence with its errno (not torch's "Unable to
+cast ... to Tensor"); the next backward raises the context's EPIPE.
 MODE memory: the States kept per bucket index across five iterations,
 through the rebuild (torch 1.13's DDP reduces the first iteration in one
 bucket, then regroups by the order gradients became ready; this model is
@@ -143,7 +147,7 @@ def compare(ctx, rank, world):
         step(m_t, x, y)
         out["closed_raised"] = ""
     except RuntimeError as e:
-        out["closed_raised"] = str(e)[-300:]
+        out["closed_raised"] = str(e)[:300]
     out["closed_s"] = time.monotonic() - t0
     out["errors_after"] = hs.errors
     return out
@@ -175,17 +179,42 @@ def memory(ctx, rank, world):
     return out
 
 
+def error(ctx, rank, world):
+    torch.manual_seed(0)
+    m = DDP(Reversed())  # one bucket
+    hs = tally.torch.HookState(ctx)
+    m.register_comm_hook(hs, tally.torch.allreduce_hook)
+    out = {"raised": [], "errnos": [], "secs": []}
+    for it in range(2):
+        x, y = batch(it, rank)
+        t0 = time.monotonic()
+        try:
+            step(m, x, y)
+            out["raised"].append("")
+        except RuntimeError as e:
+            out["raised"].append(str(e))
+        out["secs"].append(time.monotonic() - t0)
+        out["errnos"].append(getattr(hs.last_error, "errno", None))
+    out["errors"] = hs.errors
+    return out
+
+
+MODES = {"compare": compare, "memory": memory, "error": error}
+
+
 def main():
     mode, port, rank, world, store, codec = sys.argv[1:7]
     rank, world = int(rank), int(world)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + store,
                             rank=rank, world_size=world)
-    ctx = tally.open_direct("127.0.0.1", JOB, TOKEN, rank, world,
+    # MODE error: one rank of the tally job never comes.
+    tworld = world + 1 if mode == "error" else world
+    ctx = tally.open_direct("127.0.0.1", JOB, TOKEN, rank, tworld,
                             dp_port=int(port), window=16, elems=256,
-                            codec=codec, timeout=10)
+                            codec=codec,
+                            timeout=0.5 if mode == "error" else 10)
     try:
-        out = compare(ctx, rank, world) if mode == "compare" else \
-            memory(ctx, rank, world)
+        out = MODES[mode](ctx, rank, world)
         out["ok"] = True
     except Exception as e:  # reported to the test
         out = {"ok": False, "error": repr(e)}

@@ -117,37 +117,50 @@ def test_memory_per_bucket_survives_relayout():
             c.close()
 
 
+def _fails_with(fut, code, words):
+    """fut (the hook's, as DDP gets it) fails with tally's error: a
+    RuntimeError (what a failed torch future raises) whose text is the
+    tally.Error's "[Errno N] sentence"."""
+    with pytest.raises(RuntimeError) as e:
+        fut.wait()
+    msg = str(e.value)
+    assert "[Errno %d] %s" % (code, words) in msg, msg
+    assert "Unable to cast" not in msg, msg
+
+
 def test_error_completes_future():
-    """A failing allreduce (here a closed context; then a missing rank)
-    completes the future with the exception; later buckets still get
-    their futures completed; nothing hangs."""
+    """A failing allreduce (here a missing rank; then a closed context)
+    fails the future with tally's errno and sentence (HookState.last_error
+    is the tally.Error); later buckets still get their futures completed;
+    nothing hangs."""
     with Loop(2) as loop:
         ctx = loop.open(0, timeout_ms=300)
         hs = tally.torch.HookState(ctx)
         p = torch.zeros(10)
         t0 = time.monotonic()
         f1 = tally.torch.allreduce_hook(hs, Bucket(0, torch.ones(10), [p]))
-        with pytest.raises(tally.Error) as e:
-            f1.wait()
-        assert e.value.errno == errno.ETIMEDOUT
+        _fails_with(f1, errno.ETIMEDOUT, "no result from the dataplane")
+        assert isinstance(hs.last_error, tally.Error)
+        assert hs.last_error.errno == errno.ETIMEDOUT
         f2 = tally.torch.allreduce_hook(hs, Bucket(1, torch.ones(10), [p]))
-        with pytest.raises(tally.Error) as e:
-            f2.wait()
-        assert e.value.errno == errno.EPIPE
+        _fails_with(f2, errno.EPIPE, "an earlier allreduce on this context "
+                    "failed")
         ctx.close()
         f3 = tally.torch.allreduce_hook(hs, Bucket(0, torch.ones(10), [p]))
-        with pytest.raises(tally.Error) as e:
-            f3.wait()
-        assert e.value.errno == errno.EBADF
+        _fails_with(f3, errno.EBADF, "the context is closed")
         f4 = tally.torch.allreduce_hook(
             hs, Bucket(0, torch.ones(10, dtype=torch.float64), [p]))
-        with pytest.raises(Exception):
+        with pytest.raises(RuntimeError, match="float32 or int32"):
             f4.wait()
         assert hs.errors == 4 and hs.buckets == 0
+        # submit()'s own future raises the tally.Error itself.
+        f = hs.submit(0, None, torch.ones(10))
+        with pytest.raises(tally.Error) as e:
+            f.wait()
+        assert e.value.errno == errno.EBADF
         hs.close()
         f5 = tally.torch.allreduce_hook(hs, Bucket(0, torch.ones(10), [p]))
-        with pytest.raises(tally.Error, match="hook state is closed"):
-            f5.wait()
+        _fails_with(f5, errno.EBADF, "the hook state is closed")
         assert time.monotonic() - t0 < 10
 
 
@@ -175,12 +188,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _ddp(mode, world, codec):
-    """Runs hook_rank.py MODE in world processes against one loopagg job;
-    returns their JSON outputs by rank."""
+def _ddp(mode, world, codec, tworld=None):
+    """Runs hook_rank.py MODE in world processes against one loopagg job
+    of tworld ranks (default world); returns their JSON outputs by
+    rank."""
     script = os.path.join(os.path.dirname(__file__), "hook_rank.py")
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    with Loop(world, codec=codec) as loop:
+    with Loop(tworld or world, codec=codec) as loop:
         store = _free_port()
         procs = [subprocess.Popen(
             [sys.executable, script, mode, str(loop.port), str(r),
@@ -239,9 +253,29 @@ def test_ddp_closed_context_raises_from_backward(compare):
     """After ctx.close() the next backward raises tally's error (from the
     bucket's future) within seconds; it does not hang."""
     for o in compare:
-        assert "closed" in o["closed_raised"], o["closed_raised"]
+        assert "[Errno %d] the context is closed" % errno.EBADF in \
+            o["closed_raised"], o["closed_raised"]
+        assert "Unable to cast" not in o["closed_raised"]
         assert o["closed_s"] < 20
         assert o["errors_after"] >= 1
+
+
+def test_ddp_backward_raises_libtally_sentence():
+    """An allreduce that fails inside the hook (a tally job whose second
+    rank never comes: ETIMEDOUT) makes DDP's backward raise libtally's
+    errno and sentence, not torch's "Unable to cast ... to Tensor"; the
+    next backward raises the context's EPIPE; neither hangs."""
+    o = _ddp("error", 1, None, tworld=2)[0]
+    first, second = o["raised"]
+    assert "[Errno %d] no result from the dataplane" % errno.ETIMEDOUT \
+        in first, first
+    assert "a member is missing" in first, first
+    assert "[Errno %d] an earlier allreduce" % errno.EPIPE in second, second
+    for msg in (first, second):
+        assert "Unable to cast" not in msg, msg
+    assert o["errnos"] == [errno.ETIMEDOUT, errno.EPIPE]
+    assert o["errors"] == 2
+    assert max(o["secs"]) < 20
 
 
 @pytest.fixture(scope="module")
