@@ -20,7 +20,10 @@ each bucket has its own tally.State, keyed by the bucket's index. DDP
 rebuilds its buckets once, after the first iteration, in the order the
 gradients became ready; a bucket index whose parameters or length
 changed then gets a fresh State (counted in HookState.rebuilt), and the
-states made from then on are kept for the rest of the run. torch's own
+states made from then on are kept for the rest of the run. DDP reduces
+its buckets in index order, so bucket 0 starts an iteration: the States
+of indexes the last iteration did not use (a rebuild that made fewer
+buckets) are dropped then (HookState.dropped). torch's own
 PowerSGD hook loses the same first-iteration memory (it starts at
 start_powerSGD_iter >= 2 for that reason).
 
@@ -66,8 +69,10 @@ class HookState:
     ctx.info()); name: the thread's name.
 
     Counters: buckets (reduced), errors (futures completed with an
-    exception; last_error is the latest exception), rebuilt (States made afresh because a bucket index
-    changed its parameters or length). close() stops the thread.
+    exception; last_error is the latest exception), rebuilt (States made
+    afresh because a bucket index changed its parameters or length),
+    dropped (States of bucket indexes an iteration no longer used).
+    close() stops the thread.
     """
 
     def __init__(self, ctx, *, divide=True, memory=None, name="tally-hook"):
@@ -83,7 +88,9 @@ class HookState:
         self.errors = 0
         self.last_error = None
         self.rebuilt = 0
+        self.dropped = 0
         self._keys = {}
+        self._seen = set()
         self._queue = queue.SimpleQueue()
         self._thread = None
         self._lock = threading.Lock()
@@ -132,7 +139,14 @@ class HookState:
     def _state(self, index, key, t):
         """The bucket's State (in GPU memory for a CUDA bucket): kept
         while its layout key stays, made afresh when DDP's rebuild
-        changed it."""
+        changed it. Bucket 0 starts an iteration: States of indexes the
+        last one did not use are dropped."""
+        if index == 0 and self._seen:
+            for i in [i for i in self.states if i not in self._seen]:
+                del self.states[i], self._keys[i]
+                self.dropped += 1
+            self._seen.clear()
+        self._seen.add(index)
         if self._keys.get(index) != key:
             if index in self.states:
                 self.rebuilt += 1

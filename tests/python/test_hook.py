@@ -81,7 +81,8 @@ def test_memory_per_bucket_survives_relayout():
     """With a codec with memory each bucket index has a State; the same
     layout keeps it, a changed one (DDP's rebuild: other parameters, other
     length) gets a fresh one instead of failing on a State of the wrong
-    size."""
+    size; an index no longer used loses its State at the start (bucket
+    0) of the iteration after the one that did not use it."""
     with Loop(2, codec="q8,ef=1") as loop:
         ctxs = loop.open_all()
         pa, pb, pc = torch.zeros(300), torch.zeros(200), torch.zeros(100)
@@ -91,7 +92,7 @@ def test_memory_per_bucket_survives_relayout():
             assert hs.memory
             seen = []
             layouts = [[pa, pb], [pc]], [[pa, pb], [pc]], [[pc, pb], [pa]], \
-                [[pc, pb], [pa]]
+                [[pc, pb], [pa]], [[pa, pb, pc]], [[pa, pb, pc]]
             for it, buckets in enumerate(layouts):
                 futs = []
                 for i, ps in enumerate(buckets):
@@ -101,18 +102,21 @@ def test_memory_per_bucket_survives_relayout():
                         hs, Bucket(i, buf, ps)))
                 for f in futs:
                     f.wait()
-                seen.append((dict(hs.states), hs.rebuilt))
+                seen.append((dict(hs.states), hs.rebuilt, hs.dropped))
             hs.close()
             assert hs.errors == 0
             return seen
         for seen in run_ranks(2, rank):
-            s0, s1, s2, s3 = [s[0] for s in seen]
+            s0, s1, s2, s3, s4, s5 = [s[0] for s in seen]
             assert [len(s0[0]), len(s0[1])] == [500, 100]
             assert s1[0] is s0[0] and s1[1] is s0[1]
             assert [len(s2[0]), len(s2[1])] == [300, 300]
             assert s2[0] is not s0[0] and s2[1] is not s0[1]
             assert s3[0] is s2[0] and s3[1] is s2[1]
-            assert [s[1] for s in seen] == [0, 0, 2, 2]
+            assert len(s4[0]) == 600 and s4[1] is s3[1]
+            assert list(s5) == [0] and s5[0] is s4[0]
+            assert [s[1] for s in seen] == [0, 0, 2, 2, 3, 3]
+            assert [s[2] for s in seen] == [0, 0, 0, 0, 0, 1]
         for c in ctxs:
             c.close()
 
@@ -297,3 +301,29 @@ def test_ddp_memory_survives_rebuild(memory):
         assert o["errors"] == 0
         assert min(o["cos"]) > 0.95, o["cos"]  # q8: close to gloo
     assert memory[0]["digest"] == memory[1]["digest"]
+
+
+@pytest.fixture(scope="module")
+def rebuilt():
+    return _ddp("rebuild", 2, "q8,ef=1")
+
+
+def test_ddp_memory_follows_rebuild_of_sizes(rebuilt):
+    """q8 with error feedback on a model whose rebuild turns DDP's first
+    bucket (every parameter) into two of other sizes and parameter order:
+    every bucket index has a State of its bucket's length from then on,
+    the same State every iteration, none left over, and the averages stay
+    close to gloo's."""
+    for o in rebuilt:
+        lay, sizes, lengths = o["layouts"], o["sizes"], o["lengths"]
+        assert len(lay[0]) == 1 and len(lay[1]) >= 2, lay
+        assert sizes[1]["0"] < sizes[0]["0"]
+        for it in range(5):
+            assert lengths[it] == sizes[it], (it, lengths, sizes)
+        assert all(lay[i] == lay[1] for i in range(2, 5))
+        assert all(o["states"][i] == o["states"][1] for i in range(2, 5))
+        assert o["rebuilt"] == [0, 1, 1, 1, 1]
+        assert o["dropped"] == [0] * 5
+        assert o["errors"] == 0
+        assert min(o["cos"]) > 0.9, o["cos"]
+    assert rebuilt[0]["digest"] == rebuilt[1]["digest"]
