@@ -11,9 +11,13 @@ a torch.futures.Future at once, so the allreduce of bucket i (in libtally,
 with the GIL released) overlaps the backward pass that fills bucket i+1.
 The thread takes buckets in the order DDP hands them over, which is the
 same on every rank, so every rank issues the same sequence of allreduces.
-Like DDP's default hook it divides the bucket by the world size first
-(as a product with 1/world, the same bits on CPU and GPU), so the result
-is the average.
+Like DDP's default hook it averages: the bucket times 1/world (a product,
+never a division: torch divides a CPU tensor by a scalar exactly but a
+CUDA one by multiplying with the reciprocal, and only the product gives
+the same bits on both). A host bucket is averaged inside libtally
+(tally_allreduce_mean): with fixp and a world of a power of two the
+division is folded into the decoding of the sums, with no pass over the
+bucket of its own; otherwise libtally multiplies first.
 
 For a codec with memory (error feedback, DGC momentum, 2bit, PowerSGD)
 each bucket has its own tally.State, keyed by the bucket's index. DDP
@@ -50,6 +54,7 @@ Only the hook may use the context while backward runs.
 import errno
 import queue
 import threading
+import time
 
 import torch
 
@@ -71,15 +76,15 @@ class HookState:
     Counters: buckets (reduced), errors (futures completed with an
     exception; last_error is the latest exception), rebuilt (States made
     afresh because a bucket index changed its parameters or length),
-    dropped (States of bucket indexes an iteration no longer used).
-    close() stops the thread.
+    dropped (States of bucket indexes an iteration no longer used);
+    times: cpu_s (the thread's CPU seconds on buckets) and reduce_s
+    (seconds in libtally's allreduce). close() stops the thread.
     """
 
     def __init__(self, ctx, *, divide=True, memory=None, name="tally-hook"):
         info = ctx.info()
         self.ctx = ctx
         self.world = info["world"]
-        self.inv_world = 1.0 / self.world
         self.divide = bool(divide)
         self.memory = info["codec_memory"] if memory is None else bool(memory)
         self.name = name
@@ -89,6 +94,8 @@ class HookState:
         self.last_error = None
         self.rebuilt = 0
         self.dropped = 0
+        self.cpu_s = 0.0
+        self.reduce_s = 0.0
         self._keys = {}
         self._seen = set()
         self._queue = queue.SimpleQueue()
@@ -160,14 +167,10 @@ class HookState:
         if t.device.type == "cuda" and not tally.HAVE_CUDA:
             # ctx.allreduce says the same; said here before dividing.
             return self.ctx.allreduce(t)
-        if self.divide:
-            # x * (1/world), never x / world: torch divides a CPU tensor
-            # by a scalar exactly but a CUDA one by multiplying with the
-            # reciprocal, so only the product gives the same bits on both
-            # (the host and the GPU path then agree bit for bit).
-            t.mul_(self.inv_world)
         st = self._state(index, key, t) if self.memory else None
-        self.ctx.allreduce(t, state=st, stream=stream)
+        t0 = time.perf_counter()
+        self.ctx.allreduce(t, state=st, stream=stream, mean=self.divide)
+        self.reduce_s += time.perf_counter() - t0
         return t
 
     def _run(self):
@@ -188,6 +191,7 @@ class HookState:
     def _complete(self, index, key, t, stream, fut):
         """Reduces bucket t and completes its future, with the result
         or the exception."""
+        c0 = time.thread_time()
         try:
             self._reduce(index, key, t, stream)
         except Exception as e:  # completes the future, never hangs
@@ -195,6 +199,8 @@ class HookState:
             self.last_error = e
             fut.set_exception(e)
             return
+        finally:
+            self.cpu_s += time.thread_time() - c0
         self.buckets += 1
         fut.set_result(t)
 
