@@ -127,9 +127,9 @@ struct fixp_out {
  * The f32 round's codec, a chunk at a time while the window runs: the
  * caller's floats (r->arg's buf) to the fixed-point staging buffer
  * (r->src) before a chunk goes out, and its exact sum back into the
- * floats as soon as it is in, divided there when a mean was asked for
- * (the chunk is still in the cache: no pass of its own). The exponent
- * travels in r->scale_exp.
+ * floats as soon as it is in, decoded with o->exp: a mean's division by
+ * 2^k costs no pass of its own. The wire's exponent travels in
+ * r->scale_exp.
  */
 static void
 fixp_encode_chunk(const struct tally_round *r, size_t off, size_t count)
@@ -151,7 +151,8 @@ fixp_decode_chunk(const struct tally_round *r, size_t off, size_t count,
 
 /*
  * The decoding exponent of a sum divided by div = 2^k: e + k, exact, as
- * dividing the floats first would be.
+ * dividing the floats first would be (unless x / div falls below
+ * FLT_MIN, where that division rounds).
  */
 static void
 fixp_out_div(struct fixp_out *o, int e, unsigned int div)

@@ -276,7 +276,8 @@ int tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
  * tally_allreduce()) of buf[i] * (1.0f / world), a float product (the
  * GPU path multiplies the same way). With "fixp" and a world of a power
  * of two the division is folded into the decoding of each chunk, with
- * no pass over buf of its own; otherwise buf is multiplied first (a
+ * no pass over buf of its own (the same bits while buf[i] / world stays
+ * above FLT_MIN, where the product would round); otherwise buf is multiplied first (a
  * codec's memory then holds the products, as when the caller
  * multiplies). Errors as tally_allreduce_state().
  */
