@@ -114,32 +114,72 @@ tally_lib_grow_fixp(struct tally_ctx *ctx, size_t n)
 }
 
 /*
+ * Where the f32 round's sums go and how they are decoded: the caller's
+ * floats and the decoding exponent (the wire's, plus k for a divisor
+ * 2^k).
+ */
+struct fixp_out {
+	float *buf;
+	int exp;
+};
+
+/*
  * The f32 round's codec, a chunk at a time while the window runs: the
- * caller's floats (r->arg) to the fixed-point staging buffer (r->src)
- * before a chunk goes out, and its exact sum back into the floats as soon
- * as it is in. The exponent travels in r->scale_exp.
+ * caller's floats (r->arg's buf) to the fixed-point staging buffer
+ * (r->src) before a chunk goes out, and its exact sum back into the
+ * floats as soon as it is in, decoded with o->exp: a mean's division by
+ * 2^k costs no pass of its own. The wire's exponent travels in
+ * r->scale_exp.
  */
 static void
 fixp_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 {
-	tally_fixp_encode((const float *)r->arg + off,
-		(int32_t *)r->src + off, count, r->scale_exp);
+	const struct fixp_out *o = r->arg;
+
+	tally_fixp_encode(o->buf + off, (int32_t *)r->src + off, count,
+		r->scale_exp);
 }
 
 static void
 fixp_decode_chunk(const struct tally_round *r, size_t off, size_t count,
 	const void *res)
 {
-	tally_fixp_decode(res, (float *)r->arg + off, count, r->scale_exp);
+	const struct fixp_out *o = r->arg;
+
+	tally_fixp_decode(res, o->buf + off, count, o->exp);
+}
+
+/*
+ * The decoding exponent of a sum divided by div = 2^k: e + k, exact, as
+ * dividing the floats first would be (unless x / div falls below
+ * FLT_MIN, where that division rounds).
+ */
+static void
+fixp_out_div(struct fixp_out *o, int e, unsigned int div)
+{
+	o->exp = e;
+	for (; div > 1; div >>= 1)
+		o->exp++;
 }
 
 int
 tally_lib_fixp_sum(struct tally_ctx *ctx, float *buf, size_t n, int *e)
 {
+	return tally_lib_fixp_sum_div(ctx, buf, n, 1, e);
+}
+
+int
+tally_lib_fixp_sum_div(struct tally_ctx *ctx, float *buf, size_t n,
+	unsigned int div, int *e)
+{
 	struct tally_round r = { .type = TALLY_PT_MAX, .enc = TALLY_ENC_F32 };
+	struct fixp_out out = { .buf = buf };
 	float mine, global;
 	int rc;
 
+	if (div == 0 || (div & (div - 1)) != 0)
+		return tally_ctx_fail(ctx, -EINVAL, "a fixp sum is divided "
+			"by a power of two, not %u", div);
 	/* Before any round, so that a failure leaves the slots in step. */
 	rc = tally_lib_grow_fixp(ctx, n);
 	if (rc != 0)
@@ -155,12 +195,13 @@ tally_lib_fixp_sum(struct tally_ctx *ctx, float *buf, size_t n, int *e)
 	if (tally_fixp_exponent(global, ctx->world, e) != 0)
 		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over "
 			"all ranks is %g: no fixed-point scale for it", global);
+	fixp_out_div(&out, *e, div);
 	r = (struct tally_round){
 		.type = TALLY_PT_SUM, .enc = TALLY_ENC_I32,
 		.scale_exp = (int16_t)*e,
 		.src = ctx->fixp, .dst = ctx->fixp, .n = n,
 		.encode = fixp_encode_chunk, .decode = fixp_decode_chunk,
-		.arg = buf,
+		.arg = &out,
 	};
 	return tally_lib_run(ctx, &r);
 }

@@ -587,6 +587,35 @@ tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
 }
 
 int
+tally_allreduce_mean(struct tally_ctx *ctx, struct tally_state *st,
+	float *buf, size_t n)
+{
+	float inv;
+	int rc, e;
+
+	if (ctx == NULL)
+		return -EINVAL;
+	if (st != NULL) {
+		rc = tally_lib_check_state(ctx, st, n);
+		if (rc != 0)
+			return rc;
+	}
+	if (ctx->codec.kind == TALLY_CODEC_FIXP &&
+			(ctx->world & (ctx->world - 1)) == 0) {
+		rc = tally_lib_check_call(ctx, buf, n);
+		return rc <= 0 ? rc :
+			tally_lib_fixp_sum_div(ctx, buf, n, ctx->world, &e);
+	}
+	/* A product, not a division: the bits the GPU path gets too. */
+	inv = 1.0f / (float)ctx->world;
+	if (buf != NULL)
+		for (size_t i = 0; i < n; i++)
+			buf[i] *= inv;
+	return st != NULL ? tally_allreduce_state(ctx, st, buf, n) :
+		tally_allreduce(ctx, buf, n);
+}
+
+int
 tally_lib_quant_levels(struct tally_ctx *ctx, unsigned int bits, uint8_t enc,
 	unsigned int *levels)
 {

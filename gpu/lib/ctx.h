@@ -182,6 +182,15 @@ int tally_lib_max_round(struct tally_ctx *ctx, float mine, float *out);
 int tally_lib_fixp_sum(struct tally_ctx *ctx, float *buf, size_t n, int *e);
 
 /*
+ * tally_lib_fixp_sum() with the sums divided by div, a power of two
+ * (else -EINVAL), as they are decoded (tally_allreduce_mean()): no pass
+ * of its own, the same bits as dividing buf first. *e is the wire's
+ * exponent.
+ */
+int tally_lib_fixp_sum_div(struct tally_ctx *ctx, float *buf, size_t n,
+	unsigned int div, int *e);
+
+/*
  * PowerSGD (powersgd.c): buf's n elements through the factors, with st's
  * memory (made for powersgd). Called after the checks.
  */

@@ -271,6 +271,20 @@ int tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
 	float *buf, size_t n);
 
 /*
+ * The average of buf[0..n) over all ranks, in place, as a DDP hook
+ * wants it: the bits of tally_allreduce_state() (st may be NULL:
+ * tally_allreduce()) of buf[i] * (1.0f / world), a float product (the
+ * GPU path multiplies the same way). With "fixp" and a world of a power
+ * of two the division is folded into the decoding of each chunk, with
+ * no pass over buf of its own (the same bits while buf[i] / world stays
+ * above FLT_MIN, where the product would round); otherwise buf is multiplied first (a
+ * codec's memory then holds the products, as when the caller
+ * multiplies). Errors as tally_allreduce_state().
+ */
+int tally_allreduce_mean(struct tally_ctx *ctx, struct tally_state *st,
+	float *buf, size_t n);
+
+/*
  * Element-wise maximum of buf[0..n) over all ranks, in place, in IEEE
  * 754's total order (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN).
  * Borrows buf. Errors as tally_allreduce_i32().

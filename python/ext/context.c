@@ -102,33 +102,39 @@ get_buffer(PyObject *obj, Py_buffer *v, enum elem_kind *k)
 	return 0;
 }
 
-/* The call itself, on the context (locked) with the GIL released. */
+/*
+ * The call itself, on the context (locked) with the GIL released; mean:
+ * the average (float32 only), divided as libtally decodes.
+ */
 static int
 reduce(struct tally_ctx *ctx, struct tally_state *st, enum elem_kind k,
-	void *buf, size_t n)
+	void *buf, size_t n, int mean)
 {
 	if (k == ELEM_I32)
 		return tally_allreduce_i32(ctx, buf, n);
+	if (mean)
+		return tally_allreduce_mean(ctx, st, buf, n);
 	if (st != NULL)
 		return tally_allreduce_state(ctx, st, buf, n);
 	return tally_allreduce(ctx, buf, n);
 }
 
-/* Context.allreduce(buf, state=None): see the method's doc string. */
+/* Context.allreduce(buf, state=None, mean=False): see the doc string. */
 static PyObject *
 ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "buf", "state", NULL };
+	static char *kwlist[] = { "buf", "state", "mean", NULL };
 	PyObject *obj, *sobj = Py_None;
 	struct tally_state *st = NULL;
 	enum elem_kind k;
 	char why[512] = "";
 	Py_buffer v;
+	int mean = 0;
 	size_t n;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:allreduce", kwlist,
-			&obj, &sobj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Op:allreduce", kwlist,
+			&obj, &sobj, &mean))
 		return NULL;
 	if (sobj != Py_None && !PyObject_TypeCheck(sobj, &ext_state_type))
 		return PyErr_Format(PyExc_TypeError, "tally: state must be a "
@@ -149,12 +155,18 @@ ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
 		}
 		st = s->st;
 	}
+	if (mean && k != ELEM_F32) {
+		PyBuffer_Release(&v);
+		PyErr_SetString(PyExc_TypeError, "tally: mean=True takes "
+			"float32 elements (an int32 average is not an int32)");
+		return NULL;
+	}
 	if (ext_ctx_enter(c) != 0) {
 		PyBuffer_Release(&v);
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = reduce(c->ctx, st, k, v.buf, n);
+	rc = reduce(c->ctx, st, k, v.buf, n, mean);
 	if (rc < 0)
 		snprintf(why, sizeof(why), "%s", tally_ctx_error(c->ctx));
 	Py_END_ALLOW_THREADS
@@ -305,10 +317,12 @@ ctx_dealloc(struct ext_ctx *c)
 static PyMethodDef ctx_methods[] = {
 	{ "allreduce", (PyCFunction)(void (*)(void))ctx_allreduce,
 		METH_VARARGS | METH_KEYWORDS,
-		"allreduce(buf, state=None): sums buf over every rank, in "
-		"place. float32 goes through the job's codec (with state: "
-		"that tensor's codec memory), int32 is summed exactly. buf "
-		"is any writable C-contiguous buffer; it is never copied." },
+		"allreduce(buf, state=None, mean=False): sums buf over every "
+		"rank, in place. float32 goes through the job's codec (with "
+		"state: that tensor's codec memory), int32 is summed exactly. "
+		"mean: the average instead (float32; tally_allreduce_mean()). "
+		"buf is any writable C-contiguous buffer; it is never "
+		"copied." },
 	{ "allreduce_cuda",
 		(PyCFunction)(void (*)(void))ext_ctx_allreduce_cuda,
 		METH_VARARGS | METH_KEYWORDS,

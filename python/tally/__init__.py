@@ -233,8 +233,9 @@ class Context:
         self._info["cuda_tensors"] = _CUDA_PATHS.get(
             self._info["cuda_path"], self._info["cuda_path"])
 
-    def allreduce(self, x, state=None, stream=None):
-        """Sums x over every rank, in place, and returns x.
+    def allreduce(self, x, state=None, stream=None, mean=False):
+        """Sums x over every rank, in place, and returns x; with mean=True
+        the average (float32 only): the sum divided by the world size.
 
         x: a numpy array, a torch tensor, or any writable buffer, of
         float32 (summed through the job's codec) or int32 (summed
@@ -251,16 +252,26 @@ class Context:
         there afterwards sees them. A libtally without CUDA refuses it
         with EOPNOTSUPP (info()["cuda_path"] says so beforehand), never
         a silent copy to the host.
+
+        mean (tally_allreduce_mean) gives the bits of summing
+        x * (1/world), a float32 product: with the job's fixp and a world
+        of a power of two the division is folded into libtally's
+        decoding, with no pass over x of its own; otherwise libtally
+        multiplies first. A CUDA tensor is multiplied on its stream
+        before the GPU path (the same bits as on the host).
         """
         buf = x
         if _is_tensor(x):
             if x.device.type == "cuda":
-                return self._allreduce_cuda(x, state, stream)
+                return self._allreduce_cuda(x, state, stream, mean)
             if x.device.type != "cpu":
                 raise TypeError("tally: allreduce takes CPU or CUDA "
                                 "tensors, not %s ones" % x.device.type)
             buf = _torch_buffer(x)
         elif hasattr(x, "__cuda_array_interface__"):
+            if mean:
+                raise TypeError("tally: mean=True takes host buffers and "
+                                "torch tensors, not %s" % type(x).__name__)
             ptr, n, dtype, s = _cuda_array(x)
             handle = _stream_handle(s if stream is None else stream)
             if not HAVE_CUDA:
@@ -268,25 +279,35 @@ class Context:
             self._c.allreduce_cuda(ptr, n, dtype, handle,
                                    self._dev_state(state))
             return x
-        self._c.allreduce(buf, None if state is None else state._s)
+        self._c.allreduce(buf, None if state is None else state._s,
+                          bool(mean))
         return x
 
     @staticmethod
     def _dev_state(state):
         return None if state is None else state._s
 
-    def _allreduce_cuda(self, x, state, stream):
+    def _allreduce_cuda(self, x, state, stream, mean=False):
         """A CUDA tensor: libtally's GPU path (tally_allreduce_cuda:
         encode on the GPU into registered host staging, decode on the
-        caller's stream), with the tensor's device current."""
+        caller's stream), with the tensor's device current; mean:
+        divided on that stream first."""
         torch = _sys.modules["torch"]
         _check_tensor(x)
         if not HAVE_CUDA:
             raise _no_cuda()
+        if mean and x.dtype != torch.float32:
+            raise TypeError("tally: mean=True takes float32 elements (an "
+                            "int32 average is not an int32)")
         dtype = "float32" if x.dtype == torch.float32 else "int32"
         with torch.cuda.device(x.device):
             if stream is None:
                 stream = torch.cuda.current_stream(x.device)
+            if mean:
+                # x * (1/world), as libtally averages on the host: the
+                # same bits (torch's CUDA division is not exact).
+                with torch.cuda.stream(stream):
+                    x.mul_(1.0 / self._info["world"])
             self._c.allreduce_cuda(x.data_ptr(), x.numel(), dtype,
                                    _stream_handle(stream),
                                    self._dev_state(state))

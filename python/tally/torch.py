@@ -11,16 +11,23 @@ a torch.futures.Future at once, so the allreduce of bucket i (in libtally,
 with the GIL released) overlaps the backward pass that fills bucket i+1.
 The thread takes buckets in the order DDP hands them over, which is the
 same on every rank, so every rank issues the same sequence of allreduces.
-Like DDP's default hook it divides the bucket by the world size first
-(as a product with 1/world, the same bits on CPU and GPU), so the result
-is the average.
+Like DDP's default hook it averages: the bucket times 1/world (a product,
+never a division: torch divides a CPU tensor by a scalar exactly but a
+CUDA one by multiplying with the reciprocal, and only the product gives
+the same bits on both). A host bucket is averaged inside libtally
+(tally_allreduce_mean): with fixp and a world of a power of two the
+division is folded into the decoding of the sums, with no pass over the
+bucket of its own; otherwise libtally multiplies first.
 
 For a codec with memory (error feedback, DGC momentum, 2bit, PowerSGD)
 each bucket has its own tally.State, keyed by the bucket's index. DDP
 rebuilds its buckets once, after the first iteration, in the order the
 gradients became ready; a bucket index whose parameters or length
 changed then gets a fresh State (counted in HookState.rebuilt), and the
-states made from then on are kept for the rest of the run. torch's own
+states made from then on are kept for the rest of the run. DDP reduces
+its buckets in index order, so bucket 0 starts an iteration: the States
+of indexes the last iteration did not use (a rebuild that made fewer
+buckets) are dropped then (HookState.dropped). torch's own
 PowerSGD hook loses the same first-iteration memory (it starts at
 start_powerSGD_iter >= 2 for that reason).
 
@@ -35,12 +42,19 @@ CUDA bucket meets; without libtally's CUDA path it is refused.
 
 Any error (of libtally, of tallyd, a closed context, a CUDA tensor
 without libtally's CUDA path) completes the bucket's future with the
-exception, which DDP raises from backward(); the hook never hangs.
+exception; the hook never hangs. DDP (C++) cannot take a Python
+exception as a future's result (torch 1.13's Future.set_exception
+stores it as the value, and DDP would fail to cast it to a tensor), so
+allreduce_hook hands DDP a future chained by Future.then, which fails
+with the error itself: backward() raises a RuntimeError whose text is
+the tally.Error's, "[Errno N] <libtally's or tallyd's sentence>", and
+HookState.last_error is that tally.Error (errno, strerror).
 Only the hook may use the context while backward runs.
 """
 import errno
 import queue
 import threading
+import time
 
 import torch
 
@@ -60,23 +74,30 @@ class HookState:
     ctx.info()); name: the thread's name.
 
     Counters: buckets (reduced), errors (futures completed with an
-    exception), rebuilt (States made afresh because a bucket index
-    changed its parameters or length). close() stops the thread.
+    exception; last_error is the latest exception), rebuilt (States made
+    afresh because a bucket index changed its parameters or length),
+    dropped (States of bucket indexes an iteration no longer used);
+    times: cpu_s (the thread's CPU seconds on buckets) and reduce_s
+    (seconds in libtally's allreduce). close() stops the thread.
     """
 
     def __init__(self, ctx, *, divide=True, memory=None, name="tally-hook"):
         info = ctx.info()
         self.ctx = ctx
         self.world = info["world"]
-        self.inv_world = 1.0 / self.world
         self.divide = bool(divide)
         self.memory = info["codec_memory"] if memory is None else bool(memory)
         self.name = name
         self.states = {}
         self.buckets = 0
         self.errors = 0
+        self.last_error = None
         self.rebuilt = 0
+        self.dropped = 0
+        self.cpu_s = 0.0
+        self.reduce_s = 0.0
         self._keys = {}
+        self._seen = set()
         self._queue = queue.SimpleQueue()
         self._thread = None
         self._lock = threading.Lock()
@@ -85,7 +106,9 @@ class HookState:
     def submit(self, index, key, tensor):
         """Queues tensor, bucket number index (whose layout key
         identifies), for the background thread; returns the Future that
-        thread completes with the tensor reduced in place. A CUDA
+        thread completes with the tensor reduced in place, or with the
+        exception (its wait() raises it; DDP needs allreduce_hook's
+        chained future instead). A CUDA
         tensor's future is made for its device, and the thread works on
         the stream current now (the caller's)."""
         stream = None
@@ -96,8 +119,10 @@ class HookState:
             fut = torch.futures.Future()
         with self._lock:
             if self._closed:
-                fut.set_exception(tally.Error(errno.EBADF,
-                                              "the hook state is closed"))
+                self.errors += 1
+                self.last_error = tally.Error(errno.EBADF,
+                                              "the hook state is closed")
+                fut.set_exception(self.last_error)
                 return fut
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run,
@@ -121,7 +146,14 @@ class HookState:
     def _state(self, index, key, t):
         """The bucket's State (in GPU memory for a CUDA bucket): kept
         while its layout key stays, made afresh when DDP's rebuild
-        changed it."""
+        changed it. Bucket 0 starts an iteration: States of indexes the
+        last one did not use are dropped."""
+        if index == 0 and self._seen:
+            for i in [i for i in self.states if i not in self._seen]:
+                del self.states[i], self._keys[i]
+                self.dropped += 1
+            self._seen.clear()
+        self._seen.add(index)
         if self._keys.get(index) != key:
             if index in self.states:
                 self.rebuilt += 1
@@ -135,14 +167,10 @@ class HookState:
         if t.device.type == "cuda" and not tally.HAVE_CUDA:
             # ctx.allreduce says the same; said here before dividing.
             return self.ctx.allreduce(t)
-        if self.divide:
-            # x * (1/world), never x / world: torch divides a CPU tensor
-            # by a scalar exactly but a CUDA one by multiplying with the
-            # reciprocal, so only the product gives the same bits on both
-            # (the host and the GPU path then agree bit for bit).
-            t.mul_(self.inv_world)
         st = self._state(index, key, t) if self.memory else None
-        self.ctx.allreduce(t, state=st, stream=stream)
+        t0 = time.perf_counter()
+        self.ctx.allreduce(t, state=st, stream=stream, mean=self.divide)
+        self.reduce_s += time.perf_counter() - t0
         return t
 
     def _run(self):
@@ -163,12 +191,16 @@ class HookState:
     def _complete(self, index, key, t, stream, fut):
         """Reduces bucket t and completes its future, with the result
         or the exception."""
+        c0 = time.thread_time()
         try:
             self._reduce(index, key, t, stream)
         except Exception as e:  # completes the future, never hangs
             self.errors += 1
+            self.last_error = e
             fut.set_exception(e)
             return
+        finally:
+            self.cpu_s += time.thread_time() - c0
         self.buckets += 1
         fut.set_result(t)
 
@@ -180,9 +212,19 @@ def _layout(bucket):
             tuple((p.data_ptr(), p.numel()) for p in bucket.parameters()))
 
 
+def _unwrap(fut):
+    """The bucket's reduced tensor, or the bucket's exception raised: as a
+    Future.then callback it turns a future completed by set_exception
+    (whose C++ value is the exception object) into one that failed."""
+    return fut.value()
+
+
 def allreduce_hook(state, bucket):
     """DDP communication hook: the average of the bucket over the ranks,
     through tally. Register with
     ddp.register_comm_hook(HookState(ctx), allreduce_hook).
-    Returns at once a Future that the background thread completes."""
-    return state.submit(bucket.index(), _layout(bucket), bucket.buffer())
+    Returns at once a Future that the background thread completes; on an
+    error it fails, and DDP raises a RuntimeError with the tally.Error's
+    "[Errno N] sentence" from backward()."""
+    fut = state.submit(bucket.index(), _layout(bucket), bucket.buffer())
+    return fut.then(_unwrap)

@@ -7,8 +7,9 @@
  * (tests/bench/codec_ref.c), which carries every rank's memory from call
  * to call as libtally should; with loss as well. And the state API's
  * refusals, a refused scale round that keeps the gradient in the
- * residual, and tally_allreduce()'s own memory starting afresh for a new
- * tensor length.
+ * residual, tally_allreduce()'s own memory starting afresh for a new
+ * tensor length, and tally_allreduce_mean() giving the bits of reducing
+ * x * (1/world).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -336,6 +337,105 @@ own_memory_new_length(void **state)
 	run_lens("powersgd,rank=2", 0, 0, 0, -1, lens);
 }
 
+/* One rank of mean_bits(): a mean, then the sum of the products. */
+struct mean_rank {
+	pthread_t thread;
+	struct tally_ctx_opts o;
+	unsigned int r;
+	float *a, *b;
+	int rc[2];
+};
+
+static void *
+mean_main(void *arg)
+{
+	struct mean_rank *k = arg;
+	struct gen_arg ga = { .call = 0, .inf_rank = -1 };
+	float inv = 1.0f / (float)k->o.world;
+	struct tally_ctx *ctx;
+
+	k->rc[0] = k->rc[1] = -ECANCELED;
+	if (tally_ctx_open(&k->o, &ctx) != 0)
+		return NULL;
+	gen(&ga, k->r, 0, N, k->a);
+	for (size_t i = 0; i < N; i++)
+		k->b[i] = k->a[i] * inv;
+	k->rc[0] = tally_allreduce_mean(ctx, NULL, k->a, N);
+	k->rc[1] = tally_allreduce(ctx, k->b, N);
+	tally_ctx_close(ctx);
+	return NULL;
+}
+
+/*
+ * tally_allreduce_mean() with fixp on world ranks: every rank's result
+ * has the bits of tally_allreduce() of x * (1.0f / world), whether the
+ * division is folded into the decoding (a power of two) or not.
+ */
+static void
+mean_bits_world(unsigned int world)
+{
+	struct loopagg_conf ac = {
+		.job = JOB, .token = TOKEN, .world = world, .window = 8,
+		.max_elems = 256, .seed = 5,
+	};
+	struct loopagg *a = loopagg_start(&ac);
+	struct mean_rank k[4];
+	unsigned int r;
+
+	assert_non_null(a);
+	for (r = 0; r < world; r++) {
+		k[r] = (struct mean_rank){
+			.o = { .dp_addr = "127.0.0.1",
+				.dp_port = loopagg_port(a), .job = JOB,
+				.token = TOKEN, .rank = (uint8_t)r,
+				.world = (uint8_t)world, .window = 8,
+				.elems = 256, .timeout_ms = 5000 },
+			.r = r, .a = malloc(N * sizeof(float)),
+			.b = malloc(N * sizeof(float)),
+		};
+		assert_non_null(k[r].a);
+		assert_non_null(k[r].b);
+		assert_int_equal(pthread_create(&k[r].thread, NULL, mean_main,
+			&k[r]), 0);
+	}
+	for (r = 0; r < world; r++)
+		pthread_join(k[r].thread, NULL);
+	loopagg_stop(a, NULL);
+	for (r = 0; r < world; r++) {
+		assert_int_equal(k[r].rc[0], 0);
+		assert_int_equal(k[r].rc[1], 0);
+		assert_memory_equal(k[r].a, k[r].b, N * sizeof(float));
+		assert_memory_equal(k[r].a, k[0].a, N * sizeof(float));
+	}
+	for (r = 0; r < world; r++) {
+		free(k[r].a);
+		free(k[r].b);
+	}
+}
+
+static void
+mean_bits(void **state)
+{
+	struct tally_ctx_opts o = { .dp_addr = "127.0.0.1", .dp_port = 9,
+		.world = 2, .codec = "q8,ef=1", .timeout_ms = 100 };
+	struct tally_ctx *ctx;
+	struct tally_state *st;
+	float buf[16] = { 0 };
+
+	(void)state;
+	mean_bits_world(4);
+	mean_bits_world(3);
+	/* Refusals before anything is sent. */
+	assert_int_equal(tally_allreduce_mean(NULL, NULL, buf, 16), -EINVAL);
+	assert_int_equal(tally_ctx_open(&o, &ctx), 0);
+	assert_int_equal(tally_state_new(ctx, 16, &st), 0);
+	assert_int_equal(tally_allreduce_mean(ctx, st, buf, 15), -EINVAL);
+	assert_non_null(strstr(tally_ctx_error(ctx), "16 elements"));
+	assert_int_equal(tally_allreduce_mean(ctx, st, buf, 0), -EINVAL);
+	tally_state_free(st);
+	tally_ctx_close(ctx);
+}
+
 int
 main(void)
 {
@@ -349,6 +449,7 @@ main(void)
 		cmocka_unit_test(erange_keeps),
 		cmocka_unit_test(state_api),
 		cmocka_unit_test(own_memory_new_length),
+		cmocka_unit_test(mean_bits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

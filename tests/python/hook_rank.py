@@ -12,10 +12,19 @@ MODE compare: three iterations (through DDP's bucket rebuild) of both
 models; for every bucket, the hook's average against the exact one (the
 fixed-point bound of docs/protocol.md) and against gloo's; then the
 context is closed and backward must raise, not hang.
+MODE error: DDP (one bucket) of this one process on a tally job of WORLD + 1 ranks,
+the last of which never comes: the allreduce times out, and backward
+must raise libtally's sentence with its errno (not torch's "Unable to
+cast ... to Tensor"); the next backward raises the context's EPIPE.
 MODE memory: the States kept per bucket index across five iterations,
 through the rebuild (torch 1.13's DDP reduces the first iteration in one
 bucket, then regroups by the order gradients became ready; this model is
 also used in the reverse of its registration order).
+MODE rebuild: as memory, with a model whose first buckets (DDP with
+find_unused_parameters makes several, by registration) differ from the
+rebuilt ones in number, sizes and order: every State must have its
+bucket's length, be kept from the second iteration on, and the States
+of indexes no longer used must go.
 Prints one JSON object on stdout and leaves with os._exit (a gloo group
 can hang in its destructor).
 """
@@ -54,6 +63,21 @@ class Reversed(nn.Module):
         self.c = nn.Linear(96, 10)
         self.b = nn.Linear(160, 96)
         self.a = nn.Linear(64, 160)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+class Wide(nn.Module):
+    """2.4 MB, registered last-used-first: with bucket_cap_mb=0.1 and
+    find_unused_parameters DDP starts with three buckets (by
+    registration) and rebuilds two of other sizes (by readiness)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Linear(512, 10)
+        self.b = nn.Linear(1024, 512)
+        self.a = nn.Linear(64, 1024)
 
     def forward(self, x):
         return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
@@ -143,29 +167,36 @@ def compare(ctx, rank, world):
         step(m_t, x, y)
         out["closed_raised"] = ""
     except RuntimeError as e:
-        out["closed_raised"] = str(e)[-300:]
+        out["closed_raised"] = str(e)[:300]
     out["closed_s"] = time.monotonic() - t0
     out["errors_after"] = hs.errors
     return out
 
 
-def memory(ctx, rank, world):
+def memory(ctx, rank, world, model=Reversed, **ddp):
     torch.manual_seed(0)
-    base = Reversed()
-    m_t = DDP(copy.deepcopy(base), bucket_cap_mb=0.05)
-    m_g = DDP(copy.deepcopy(base), bucket_cap_mb=0.05)
+    base = model()
+    ddp.setdefault("bucket_cap_mb", 0.05)
+    m_t = DDP(copy.deepcopy(base), **ddp)
+    m_g = DDP(copy.deepcopy(base), **ddp)
     hs = tally.torch.HookState(ctx)
     rec = Recorder(m_t.module)
     m_t.register_comm_hook(hs, rec.hook)
-    out = {"layouts": [], "states": [], "rebuilt": [], "cos": []}
+    out = {"layouts": [], "states": [], "rebuilt": [], "cos": [],
+           "lengths": [], "sizes": [], "dropped": []}
+    numel = {n: p.numel() for n, p in m_t.module.named_parameters()}
     for it in range(5):
         x, y = batch(it, rank)
         rec.calls = []
         step(m_t, x, y)
         step(m_g, x, y)
         out["layouts"].append(rec.calls)
+        out["sizes"].append({str(i): sum(numel[n] for n in names)
+                             for i, names in rec.calls})
         out["states"].append({str(k): id(v) for k, v in hs.states.items()})
+        out["lengths"].append({str(k): len(v) for k, v in hs.states.items()})
         out["rebuilt"].append(hs.rebuilt)
+        out["dropped"].append(hs.dropped)
         a = torch.cat([p.grad.flatten() for p in m_t.parameters()])
         b = torch.cat([p.grad.flatten() for p in m_g.parameters()])
         out["cos"].append(float(torch.dot(a, b) / (a.norm() * b.norm())))
@@ -175,17 +206,47 @@ def memory(ctx, rank, world):
     return out
 
 
+def error(ctx, rank, world):
+    torch.manual_seed(0)
+    m = DDP(Reversed())  # one bucket
+    hs = tally.torch.HookState(ctx)
+    m.register_comm_hook(hs, tally.torch.allreduce_hook)
+    out = {"raised": [], "errnos": [], "secs": []}
+    for it in range(2):
+        x, y = batch(it, rank)
+        t0 = time.monotonic()
+        try:
+            step(m, x, y)
+            out["raised"].append("")
+        except RuntimeError as e:
+            out["raised"].append(str(e))
+        out["secs"].append(time.monotonic() - t0)
+        out["errnos"].append(getattr(hs.last_error, "errno", None))
+    out["errors"] = hs.errors
+    return out
+
+
+def rebuild(ctx, rank, world):
+    return memory(ctx, rank, world, Wide, bucket_cap_mb=0.1)
+
+
+MODES = {"compare": compare, "memory": memory, "error": error,
+         "rebuild": rebuild}
+
+
 def main():
     mode, port, rank, world, store, codec = sys.argv[1:7]
     rank, world = int(rank), int(world)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + store,
                             rank=rank, world_size=world)
-    ctx = tally.open_direct("127.0.0.1", JOB, TOKEN, rank, world,
+    # MODE error: one rank of the tally job never comes.
+    tworld = world + 1 if mode == "error" else world
+    ctx = tally.open_direct("127.0.0.1", JOB, TOKEN, rank, tworld,
                             dp_port=int(port), window=16, elems=256,
-                            codec=codec, timeout=10)
+                            codec=codec,
+                            timeout=0.5 if mode == "error" else 10)
     try:
-        out = compare(ctx, rank, world) if mode == "compare" else \
-            memory(ctx, rank, world)
+        out = MODES[mode](ctx, rank, world)
         out["ok"] = True
     except Exception as e:  # reported to the test
         out = {"ok": False, "error": repr(e)}

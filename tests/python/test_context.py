@@ -492,3 +492,68 @@ def test_cuda_tensor_refused_without_cuda_path():
         with pytest.raises(tally.Error):
             tally.State(ctx, x)
     assert torch.Tensor(x).tolist() == list(range(8))
+
+
+@pytest.mark.parametrize("world", [4, 3])
+def test_mean_is_the_sum_of_products(world):
+    """allreduce(x, mean=True) with fixp (tally_allreduce_mean) has the
+    bits of summing x * (1/world) (what the hook did before, and what the
+    GPU path does): folded into libtally's decoding for 4 ranks,
+    multiplied first for 3; and is within the fixed-point bound of the
+    true mean. int32 refuses mean."""
+    n = 70001
+    ins = _inputs("numpy", "float32", n, world, seed=world)
+    inv = np.float32(1) / np.float32(world)
+    with Loop(world) as loop:
+        ctxs = loop.open_all()
+
+        def rank(r):
+            a = ins[r].copy()
+            ctxs[r].allreduce(a, mean=True)
+            b = ins[r] * inv
+            ctxs[r].allreduce(b)
+            return a, b
+        outs = run_ranks(world, rank)
+        with pytest.raises(TypeError, match="mean=True takes float32"):
+            ctxs[0].allreduce(np.ones(4, np.int32), mean=True)
+        for c in ctxs:
+            c.close()
+    a, b = outs[0]
+    assert all(o[0].tobytes() == a.tobytes() for o in outs)
+    assert a.tobytes() == b.tobytes()
+    scaled = [x * inv for x in ins]
+    exact = np.sum(np.stack(scaled).astype(np.float64), axis=0)
+    amax = max(float(np.abs(x).max()) for x in scaled)
+    assert (np.abs(a.astype(np.float64) - exact) <=
+            fixp_bound(amax, world, exact)).all()
+    assert not np.array_equal(a, ins[0])
+
+
+def test_mean_with_state_multiplies_first():
+    """A codec with memory (q8 + error feedback): mean=True is the same as
+    multiplying x by 1/world and reducing it with the same State history
+    (and the same stochastic rounding: a second job, the same calls), bit
+    for bit."""
+    n, world = 5003, 2
+    with Loop(world, codec="q8,ef=1") as la, \
+            Loop(world, codec="q8,ef=1") as lb:
+        ca, cb = la.open_all(), lb.open_all()
+
+        def rank(r):
+            sa, sb = tally.State(ca[r], n), tally.State(cb[r], n)
+            rng = np.random.default_rng(r)
+            out = []
+            for it in range(3):
+                x = rng.standard_normal(n).astype(np.float32) * (it + 1)
+                a = x.copy()
+                ca[r].allreduce(a, state=sa, mean=True)
+                b = x * (np.float32(1) / np.float32(world))
+                cb[r].allreduce(b, state=sb)
+                out.append((a, b))
+            return out
+        outs = run_ranks(world, rank)
+        for c in ca + cb:
+            c.close()
+    for a, b in outs[0]:
+        assert a.tobytes() == b.tobytes()
+        assert not np.array_equal(a, np.zeros_like(a))

@@ -81,7 +81,8 @@ def test_memory_per_bucket_survives_relayout():
     """With a codec with memory each bucket index has a State; the same
     layout keeps it, a changed one (DDP's rebuild: other parameters, other
     length) gets a fresh one instead of failing on a State of the wrong
-    size."""
+    size; an index no longer used loses its State at the start (bucket
+    0) of the iteration after the one that did not use it."""
     with Loop(2, codec="q8,ef=1") as loop:
         ctxs = loop.open_all()
         pa, pb, pc = torch.zeros(300), torch.zeros(200), torch.zeros(100)
@@ -91,7 +92,7 @@ def test_memory_per_bucket_survives_relayout():
             assert hs.memory
             seen = []
             layouts = [[pa, pb], [pc]], [[pa, pb], [pc]], [[pc, pb], [pa]], \
-                [[pc, pb], [pa]]
+                [[pc, pb], [pa]], [[pa, pb, pc]], [[pa, pb, pc]]
             for it, buckets in enumerate(layouts):
                 futs = []
                 for i, ps in enumerate(buckets):
@@ -101,53 +102,69 @@ def test_memory_per_bucket_survives_relayout():
                         hs, Bucket(i, buf, ps)))
                 for f in futs:
                     f.wait()
-                seen.append((dict(hs.states), hs.rebuilt))
+                seen.append((dict(hs.states), hs.rebuilt, hs.dropped))
             hs.close()
             assert hs.errors == 0
             return seen
         for seen in run_ranks(2, rank):
-            s0, s1, s2, s3 = [s[0] for s in seen]
+            s0, s1, s2, s3, s4, s5 = [s[0] for s in seen]
             assert [len(s0[0]), len(s0[1])] == [500, 100]
             assert s1[0] is s0[0] and s1[1] is s0[1]
             assert [len(s2[0]), len(s2[1])] == [300, 300]
             assert s2[0] is not s0[0] and s2[1] is not s0[1]
             assert s3[0] is s2[0] and s3[1] is s2[1]
-            assert [s[1] for s in seen] == [0, 0, 2, 2]
+            assert len(s4[0]) == 600 and s4[1] is s3[1]
+            assert list(s5) == [0] and s5[0] is s4[0]
+            assert [s[1] for s in seen] == [0, 0, 2, 2, 3, 3]
+            assert [s[2] for s in seen] == [0, 0, 0, 0, 0, 1]
         for c in ctxs:
             c.close()
 
 
+def _fails_with(fut, code, words):
+    """fut (the hook's, as DDP gets it) fails with tally's error: a
+    RuntimeError (what a failed torch future raises) whose text is the
+    tally.Error's "[Errno N] sentence"."""
+    with pytest.raises(RuntimeError) as e:
+        fut.wait()
+    msg = str(e.value)
+    assert "[Errno %d] %s" % (code, words) in msg, msg
+    assert "Unable to cast" not in msg, msg
+
+
 def test_error_completes_future():
-    """A failing allreduce (here a closed context; then a missing rank)
-    completes the future with the exception; later buckets still get
-    their futures completed; nothing hangs."""
+    """A failing allreduce (here a missing rank; then a closed context)
+    fails the future with tally's errno and sentence (HookState.last_error
+    is the tally.Error); later buckets still get their futures completed;
+    nothing hangs."""
     with Loop(2) as loop:
         ctx = loop.open(0, timeout_ms=300)
         hs = tally.torch.HookState(ctx)
         p = torch.zeros(10)
         t0 = time.monotonic()
         f1 = tally.torch.allreduce_hook(hs, Bucket(0, torch.ones(10), [p]))
-        with pytest.raises(tally.Error) as e:
-            f1.wait()
-        assert e.value.errno == errno.ETIMEDOUT
+        _fails_with(f1, errno.ETIMEDOUT, "no result from the dataplane")
+        assert isinstance(hs.last_error, tally.Error)
+        assert hs.last_error.errno == errno.ETIMEDOUT
         f2 = tally.torch.allreduce_hook(hs, Bucket(1, torch.ones(10), [p]))
-        with pytest.raises(tally.Error) as e:
-            f2.wait()
-        assert e.value.errno == errno.EPIPE
+        _fails_with(f2, errno.EPIPE, "an earlier allreduce on this context "
+                    "failed")
         ctx.close()
         f3 = tally.torch.allreduce_hook(hs, Bucket(0, torch.ones(10), [p]))
-        with pytest.raises(tally.Error) as e:
-            f3.wait()
-        assert e.value.errno == errno.EBADF
+        _fails_with(f3, errno.EBADF, "the context is closed")
         f4 = tally.torch.allreduce_hook(
             hs, Bucket(0, torch.ones(10, dtype=torch.float64), [p]))
-        with pytest.raises(Exception):
+        with pytest.raises(RuntimeError, match="float32 or int32"):
             f4.wait()
         assert hs.errors == 4 and hs.buckets == 0
+        # submit()'s own future raises the tally.Error itself.
+        f = hs.submit(0, None, torch.ones(10))
+        with pytest.raises(tally.Error) as e:
+            f.wait()
+        assert e.value.errno == errno.EBADF
         hs.close()
         f5 = tally.torch.allreduce_hook(hs, Bucket(0, torch.ones(10), [p]))
-        with pytest.raises(tally.Error, match="hook state is closed"):
-            f5.wait()
+        _fails_with(f5, errno.EBADF, "the hook state is closed")
         assert time.monotonic() - t0 < 10
 
 
@@ -163,9 +180,9 @@ def test_cuda_bucket_without_cuda_path():
         if tally.HAVE_CUDA:
             assert f.wait().cpu().tolist() == [1.0] * 100
         else:
-            with pytest.raises(tally.Error) as e:
-                f.wait()
-            assert e.value.errno == errno.EOPNOTSUPP
+            _fails_with(f, errno.EOPNOTSUPP, "this libtally has no CUDA "
+                        "path")
+            assert hs.last_error.errno == errno.EOPNOTSUPP
         hs.close()
 
 
@@ -175,12 +192,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _ddp(mode, world, codec):
-    """Runs hook_rank.py MODE in world processes against one loopagg job;
-    returns their JSON outputs by rank."""
+def _ddp(mode, world, codec, tworld=None):
+    """Runs hook_rank.py MODE in world processes against one loopagg job
+    of tworld ranks (default world); returns their JSON outputs by
+    rank."""
     script = os.path.join(os.path.dirname(__file__), "hook_rank.py")
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    with Loop(world, codec=codec) as loop:
+    with Loop(tworld or world, codec=codec) as loop:
         store = _free_port()
         procs = [subprocess.Popen(
             [sys.executable, script, mode, str(loop.port), str(r),
@@ -239,9 +257,29 @@ def test_ddp_closed_context_raises_from_backward(compare):
     """After ctx.close() the next backward raises tally's error (from the
     bucket's future) within seconds; it does not hang."""
     for o in compare:
-        assert "closed" in o["closed_raised"], o["closed_raised"]
+        assert "[Errno %d] the context is closed" % errno.EBADF in \
+            o["closed_raised"], o["closed_raised"]
+        assert "Unable to cast" not in o["closed_raised"]
         assert o["closed_s"] < 20
         assert o["errors_after"] >= 1
+
+
+def test_ddp_backward_raises_libtally_sentence():
+    """An allreduce that fails inside the hook (a tally job whose second
+    rank never comes: ETIMEDOUT) makes DDP's backward raise libtally's
+    errno and sentence, not torch's "Unable to cast ... to Tensor"; the
+    next backward raises the context's EPIPE; neither hangs."""
+    o = _ddp("error", 1, None, tworld=2)[0]
+    first, second = o["raised"]
+    assert "[Errno %d] no result from the dataplane" % errno.ETIMEDOUT \
+        in first, first
+    assert "a member is missing" in first, first
+    assert "[Errno %d] an earlier allreduce" % errno.EPIPE in second, second
+    for msg in (first, second):
+        assert "Unable to cast" not in msg, msg
+    assert o["errnos"] == [errno.ETIMEDOUT, errno.EPIPE]
+    assert o["errors"] == 2
+    assert max(o["secs"]) < 20
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +301,29 @@ def test_ddp_memory_survives_rebuild(memory):
         assert o["errors"] == 0
         assert min(o["cos"]) > 0.95, o["cos"]  # q8: close to gloo
     assert memory[0]["digest"] == memory[1]["digest"]
+
+
+@pytest.fixture(scope="module")
+def rebuilt():
+    return _ddp("rebuild", 2, "q8,ef=1")
+
+
+def test_ddp_memory_follows_rebuild_of_sizes(rebuilt):
+    """q8 with error feedback on a model whose rebuild turns DDP's first
+    bucket (every parameter) into two of other sizes and parameter order:
+    every bucket index has a State of its bucket's length from then on,
+    the same State every iteration, none left over, and the averages stay
+    close to gloo's."""
+    for o in rebuilt:
+        lay, sizes, lengths = o["layouts"], o["sizes"], o["lengths"]
+        assert len(lay[0]) == 1 and len(lay[1]) >= 2, lay
+        assert sizes[1]["0"] < sizes[0]["0"]
+        for it in range(5):
+            assert lengths[it] == sizes[it], (it, lengths, sizes)
+        assert all(lay[i] == lay[1] for i in range(2, 5))
+        assert all(o["states"][i] == o["states"][1] for i in range(2, 5))
+        assert o["rebuilt"] == [0, 1, 1, 1, 1]
+        assert o["dropped"] == [0] * 5
+        assert o["errors"] == 0
+        assert min(o["cos"]) > 0.9, o["cos"]
+    assert rebuilt[0]["digest"] == rebuilt[1]["digest"]

@@ -141,8 +141,8 @@ def wrap(torch, dist, a, model):
         import tally
         import tally.torch
         ctx = tally.open(a.url, os.environ["TALLY_TOKEN"], a.rank, a.world)
-        ddp.register_comm_hook(tally.torch.HookState(ctx),
-                               tally.torch.allreduce_hook)
+        ddp.tally_hook = tally.torch.HookState(ctx)
+        ddp.register_comm_hook(ddp.tally_hook, tally.torch.allreduce_hook)
     return ddp, ctx
 
 
@@ -240,6 +240,11 @@ def run(a):
             try:
                 out["tally_info"] = ctx.info()
                 out["tally_stats"] = ctx.stats()
+                hs = ddp.tally_hook
+                # The hook thread's CPU seconds and those in libtally
+                # (rank 0's; older packages lack them).
+                out["tally_hook"] = {k: getattr(hs, k, None) for k in (
+                    "buckets", "errors", "rebuilt", "cpu_s", "reduce_s")}
             except Exception as e:  # diagnostics only
                 out["tally_info_error"] = str(e)
         print(json.dumps(out, default=str), flush=True)
