@@ -16,6 +16,7 @@
  * no to every other pair, and NCCL uses its rings and trees for those.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +52,48 @@ struct coll_mr {
 struct coll_comm {
 	struct tally_nccl_queue *q;
 	int rank;
+	char url[URL_CAP];
+	struct coll_comm *next;	/* the process's live comms */
 };
+
+/*
+ * The live comms of this process. A job holds one membership at a time:
+ * a second communicator joining the same job would replace the first's
+ * membership at tallyd and break it, so connect() refuses it here (NCCL
+ * then runs that communicator without CollNet).
+ */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct coll_comm *live;
+
+/* Adds c to the live list unless its URL is there; 0 or -EBUSY. */
+static int
+live_add(struct coll_comm *c)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&live_mu);
+	for (struct coll_comm *i = live; i != NULL && rc == 0; i = i->next)
+		rc = strcmp(i->url, c->url) == 0 ? -EBUSY : 0;
+	if (rc == 0) {
+		c->next = live;
+		live = c;
+	}
+	pthread_mutex_unlock(&live_mu);
+	return rc;
+}
+
+/* Takes c off the live list. */
+static void
+live_remove(struct coll_comm *c)
+{
+	pthread_mutex_lock(&live_mu);
+	for (struct coll_comm **i = &live; *i != NULL; i = &(*i)->next)
+		if (*i == c) {
+			*i = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&live_mu);
+}
 
 /* A request that is done at once: what iflush() returns. */
 static char flushed;
@@ -219,21 +261,33 @@ tally_nccl_coll_connect(void *handles[], int nranks, int rank, void *lcomm,
 	}
 	if (handles_agree(handles, nranks, &url) < 0)
 		return TALLY_NCCL_INVALID_USAGE;
-	if ((ctx = join(url, rank, nranks)) == NULL)
+	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return TALLY_NCCL_SYSTEM_ERROR;
+	strcpy(c->url, url);
+	c->rank = rank;
+	if (live_add(c) < 0) {
+		TN_WARN("%s already carries another communicator of this "
+			"process (a job holds one membership); NCCL goes on "
+			"without CollNet for this one", url);
+		free(c);
+		return TALLY_NCCL_INVALID_USAGE;
+	}
+	if ((ctx = join(url, rank, nranks)) == NULL)
+		goto fail;
 	codec_note(ctx, url);
-	if ((c = calloc(1, sizeof(*c))) == NULL ||
-	    (c->q = tally_nccl_queue_new(ctx)) == NULL) {
+	if ((c->q = tally_nccl_queue_new(ctx)) == NULL) {
 		TN_WARN("cannot start the request thread: %s",
 			strerror(errno));
-		free(c);
 		tally_ctx_close(ctx);
-		return TALLY_NCCL_SYSTEM_ERROR;
+		goto fail;
 	}
-	c->rank = rank;
 	TN_INFO("joined %s as rank %d of %d", url, rank, nranks);
 	*ccomm = c;
 	return TALLY_NCCL_SUCCESS;
+fail:
+	live_remove(c);
+	free(c);
+	return TALLY_NCCL_SYSTEM_ERROR;
 }
 
 /* closeColl: runs what is queued, leaves the job, frees the comm. */
@@ -244,6 +298,7 @@ tally_nccl_coll_close(void *ccomm)
 
 	if (c != NULL) {
 		tally_nccl_queue_destroy(c->q);
+		live_remove(c);
 		free(c);
 	}
 	return TALLY_NCCL_SUCCESS;

@@ -4,7 +4,8 @@
  * allreduced through the collnet (one request, as NCCL posts a registered
  * tensor of up to maxCollBytes; and in NCCL-sized chunks of --chunk
  * elements) and through libtally's own tally_allreduce_f32() on a second
- * job, alternately, iteration by iteration; medians printed by rank 0.
+ * job, alternately, iteration by iteration, the order rotating; medians
+ * printed by rank 0.
  * The one-request sums must be bit-identical to libtally's.
  */
 #include <stdio.h>
@@ -101,7 +102,7 @@ int
 phase_bench(struct harness *h)
 {
 	struct tally_ctx *ref = NULL;
-	float *src, *buf, *out;
+	float *src, *buf, *out, *lib;
 	double *t[3];
 	char token[256];
 	void *mh = NULL;
@@ -118,18 +119,25 @@ phase_bench(struct harness *h)
 	src = malloc(BENCH_N * sizeof(*src));
 	buf = malloc(BENCH_N * sizeof(*buf));
 	out = malloc(BENCH_N * sizeof(*out));
+	lib = malloc(BENCH_N * sizeof(*lib));
 	for (int w = 0; w < 3; w++)
 		t[w] = calloc(h->bench_iters, sizeof(double));
 	data_fill(src, BENCH_N, DATA_F32_UNIFORM, h->seed, h->rank);
 	h->p.coll->reg_mr(h->cc, buf, BENCH_N * 4, TALLY_NCCL_PTR_HOST, &mh);
+	/* The three ways in a rotating order, so that drift in the
+	 * machine's load falls on each alike. */
 	for (unsigned int i = 0; i < h->bench_iters && rc == 0; i++) {
-		for (int w = 0; w < 3 && rc == 0; w++) {
+		for (int k = 0; k < 3 && rc == 0; k++) {
+			int w = (int)(i + (unsigned int)k) % 3;
+
 			t[w][i] = timed(h, ref, w, buf, src, mh);
 			rc = t[w][i] < 0 ? -1 : 0;
 			if (w == 0)
 				memcpy(out, buf, BENCH_N * sizeof(*buf));
+			if (w == 2)
+				memcpy(lib, buf, BENCH_N * sizeof(*buf));
 		}
-		same &= memcmp(out, buf, BENCH_N * sizeof(*buf)) == 0;
+		same &= memcmp(out, lib, BENCH_N * sizeof(*buf)) == 0;
 	}
 	if (rc == 0)
 		report(h, t, same);
@@ -142,5 +150,6 @@ phase_bench(struct harness *h)
 	free(src);
 	free(buf);
 	free(out);
+	free(lib);
 	return rc;
 }

@@ -199,10 +199,15 @@ drive(const struct tally_nccl_collnet *cn, void *cc, void *send,
 				break;
 			done_upto = i + 1;
 		}
-		/* As NCCL's proxy thread: a short pause when nothing
-		 * completed, so the plugin's thread keeps the core. */
-		if (done_upto == before && res->nccl == 0)
+		/* A pause when nothing completed, growing from 50 us to
+		 * 1 ms, so that the plugin's thread keeps the core. */
+		if (done_upto != before)
+			idle.tv_nsec = 50 * 1000;
+		else if (res->nccl == 0) {
 			nanosleep(&idle, NULL);
+			if (idle.tv_nsec < 1000 * 1000)
+				idle.tv_nsec *= 2;
+		}
 	}
 	res->secs = data_now() - t0;
 	res->err_after = res->secs;

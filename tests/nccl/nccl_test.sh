@@ -101,6 +101,10 @@ for kind in "i32" "f32 (eighths)" "f32 (uniform, against fixp)"; do
 	done
 done
 grep -hF "n=16777216" "$WORK/h.0" | sed 's/^/# /'
+c=$(grep -h "ok - a second communicator on the same job: refused" \
+	"$WORK"/h.* | wc -l)
+[ "$c" -eq 4 ]
+ok $? "a second communicator of a process on the same job: refused at once"
 grep -h "NULL: back-pressure" "$WORK"/h.* | grep -qv "(0 NULL"
 ok $? "a full request queue gave NULL requests that were posted again"
 c=$(grep -h "ok - rank 3 killed: test() returned NCCL error" "$WORK"/h.* |

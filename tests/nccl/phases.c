@@ -141,6 +141,21 @@ phase_p2p(struct harness *h)
 	return coord_barrier(h->co) == 0 ? 0 : -1;
 }
 
+/* A second communicator of this process on the same job is refused at
+ * once (it would replace the first one's membership at tallyd). */
+static void
+second_connect(struct harness *h, void **hp, void *l)
+{
+	void *cc2 = NULL;
+	int rc = h->p.coll->connect(hp, (int)h->world, (int)h->rank, l,
+		&cc2);
+
+	check(h, rc != 0 && cc2 == NULL &&
+		strstr(tnl_last_warn(), "already carries") != NULL,
+		"a second communicator on the same job: refused (%s)",
+		tnl_last_warn());
+}
+
 /* The collnet group: listen, handles over coord, connect, closeListen. */
 int
 phase_join(struct harness *h)
@@ -161,6 +176,8 @@ phase_join(struct harness *h)
 		check(h, rc == 0 && h->cc != NULL, "collnet connect: joined "
 			"as rank %u of %u in %.2f s", h->rank, h->world,
 			data_now() - t0);
+		if (rc == 0)
+			second_connect(h, hp, l);
 		h->p.coll->close_listen(l);
 	}
 	free(hp);
