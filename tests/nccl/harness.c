@@ -53,8 +53,7 @@ usage(const char *me)
 	fprintf(stderr,
 		"usage: %s --plugin SO --rank R --world W --coord IP:PORT\n"
 		"  [--sizes N,N,..] [--chunk ELEMS] [--seed S] [--limit SECS]\n"
-		"  [--kill-rank K] [--bench-url URL --bench-token-file F\n"
-		"  [--bench-iters N]] [--verbose]\n"
+		"  [--kill-rank K] [--bench [--bench-iters N]] [--verbose]\n"
 		"The collnet's job: TALLY_URL, TALLY_TOKEN_FILE (or\n"
 		"TALLY_TOKEN) and TALLY_CA in the environment, as under NCCL.\n",
 		me);
@@ -85,8 +84,7 @@ parse(struct harness *h, int argc, char **argv)
 		{ "world", 1, NULL, 'w' }, { "coord", 1, NULL, 'c' },
 		{ "sizes", 1, NULL, 's' }, { "chunk", 1, NULL, 'k' },
 		{ "seed", 1, NULL, 'S' }, { "limit", 1, NULL, 'L' },
-		{ "kill-rank", 1, NULL, 'K' }, { "bench-url", 1, NULL, 'u' },
-		{ "bench-token-file", 1, NULL, 't' },
+		{ "kill-rank", 1, NULL, 'K' }, { "bench", 0, NULL, 'b' },
 		{ "bench-iters", 1, NULL, 'i' }, { "verbose", 0, NULL, 'v' },
 		{ NULL, 0, NULL, 0 } };
 	static const size_t sizes[] = { 0, 1, 257, 1000003, 16777216 };
@@ -112,8 +110,7 @@ parse(struct harness *h, int argc, char **argv)
 		case 'S': h->seed = strtoull(optarg, NULL, 10); break;
 		case 'L': h->limit = atof(optarg); break;
 		case 'K': h->kill_rank = atoi(optarg); break;
-		case 'u': h->bench_url = optarg; break;
-		case 't': h->bench_token_file = optarg; break;
+		case 'b': h->bench = 1; break;
 		case 'i': h->bench_iters = (unsigned int)atoi(optarg); break;
 		case 'v': h->verbose = 1; break;
 		default: usage(argv[0]);

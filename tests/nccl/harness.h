@@ -27,7 +27,7 @@ struct harness {
 	uint64_t seed;
 	double limit;		/* seconds before a tensor counts as hung */
 	int kill_rank;		/* -1: none */
-	const char *bench_url, *bench_token_file;
+	int bench;		/* time the plugin against libtally */
 	unsigned int bench_iters;
 	int verbose;
 	/* state */
@@ -35,6 +35,7 @@ struct harness {
 	struct coord *co;
 	void *nctx, *cctx;	/* the tables' contexts */
 	void *cc;		/* the collnet comm */
+	char *handles;		/* every rank's collnet handle */
 };
 
 /* Prints one check's line; counts failures. */
@@ -45,6 +46,7 @@ void check(const struct harness *h, int ok, const char *fmt, ...)
 int phase_tables(struct harness *h);
 int phase_p2p(struct harness *h);
 int phase_join(struct harness *h);
+int rejoin(struct harness *h);
 int phase_data(struct harness *h);
 int phase_kill(struct harness *h);
 void phase_close(struct harness *h);

@@ -9,7 +9,7 @@
 # 16 Mi elements (64 MiB) with many requests in flight, every sum exact
 # (f32 in eighths: the float sum; uniform f32: libtally's fixed point,
 # request by request); the plugin timed against libtally's own call on
-# the same tensor (a second job); then rank 3 is killed and the others
+# the same tensor and job; then rank 3 is killed and the others
 # get an error from test() within the context's timeout, never a hang.
 # And a rank whose tallyd is unreachable gets a clean error from connect
 # with NCCL's WARN line. docs/nccl.md.
@@ -59,21 +59,17 @@ dp_start
 ok $? "tally-dp starts"
 tallyd_start
 ok $? "tallyd starts (TLS rendezvous)"
-tctl --json job create nccl --world 4 >"$WORK/nccl.json" &&
-	tctl --json job create ref --world 4 >"$WORK/ref.json"
-ok $? "jobs nccl (the collnet's) and ref (libtally's own calls)"
+tctl --json job create nccl --world 4 >"$WORK/nccl.json"
+ok $? "job nccl, world 4"
 TF=$(token_file "$(jq_py 'j["token"]' <"$WORK/nccl.json")")
-TF_REF=$(token_file "$(jq_py 'j["token"]' <"$WORK/ref.json")")
 URL=tally://$TESTBED_HOST_IP:$TALLYD_RDV_PORT/nccl
-URL_REF=tally://$TESTBED_HOST_IP:$TALLYD_RDV_PORT/ref
 
 # --- four ranks: everything, then rank 3 killed -------------------------
 before=$(dp_counter contributions)
 for r in 0 1 2 3; do
 	rank "$r" "$URL" "$TF" "$WORK/h.$r" --world 4 \
 		--coord "$TESTBED_IP_1:$COORD_PORT" --kill-rank 3 \
-		--bench-url "$URL_REF" --bench-token-file "$TF_REF" \
-		--bench-iters "${NCCL_BENCH_ITERS:-5}"
+		--bench --bench-iters "${NCCL_BENCH_ITERS:-5}"
 	RANK_PIDS="$RANK_PIDS $RPID"
 	eval "pid_$r=$RPID"
 done
@@ -116,7 +112,7 @@ grep -h "closeColl in" "$WORK/h.0" | sed 's/^/# /'
 grep -q "ok - closeColl in" "$WORK/h.0"
 ok $? "closeColl after the failure returns"
 bench=$(grep -h "^bench:" "$WORK/h.0")
-echo "# $bench"
+echo "$bench" | sed 's/^/# /'
 [ -n "$bench" ] && grep -q "ok - bench: the plugin's sums are bit-identical" \
 	"$WORK/h.0"
 ok $? "bench: plugin and libtally timed on the same tensor, same bits"

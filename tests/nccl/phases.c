@@ -181,7 +181,27 @@ phase_join(struct harness *h)
 		h->p.coll->close_listen(l);
 	}
 	free(hp);
-	free(all);
+	h->handles = all;	/* for rejoin(); freed by phase_close() */
+	return rc == 0 ? 0 : -1;
+}
+
+/* After closeColl: the group formed again from the same handles (a new
+ * membership of the job at tallyd); 0 or -1. */
+int
+rejoin(struct harness *h)
+{
+	void **hp = calloc(h->world, sizeof(*hp)), *l = NULL;
+	char mine[TALLY_NCCL_HANDLE_MAX];
+	int rc = -1;
+
+	for (unsigned int i = 0; i < h->world; i++)
+		hp[i] = h->handles + (size_t)i * TALLY_NCCL_HANDLE_MAX;
+	if (h->p.coll->listen(h->cctx, 0, mine, &l) == 0) {
+		rc = h->p.coll->connect(hp, (int)h->world, (int)h->rank, l,
+			&h->cc);
+		h->p.coll->close_listen(l);
+	}
+	free(hp);
 	return rc == 0 ? 0 : -1;
 }
 
@@ -290,6 +310,7 @@ phase_close(struct harness *h)
 	}
 	if (h->cctx != NULL)
 		h->p.coll->finalize(h->cctx);
+	free(h->handles);
 	if (h->nctx != NULL || h->p.net != NULL)
 		h->p.net->finalize(h->nctx);
 }
