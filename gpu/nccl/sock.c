@@ -184,8 +184,8 @@ tally_nccl_sock_connect(void *ctx, int dev, void *handle, void **scomm,
 		return TALLY_NCCL_SYSTEM_ERROR;
 	}
 	p = (struct pollfd){ .fd = h->fd, .events = POLLOUT };
-	if (poll(&p, 1, 0) == 0)
-		return TALLY_NCCL_SUCCESS;
+	if (poll(&p, 1, 0) <= 0)
+		return TALLY_NCCL_SUCCESS;	/* not yet (or EINTR) */
 	getsockopt(h->fd, SOL_SOCKET, SO_ERROR, &err, &el);
 	h->stage = 0;
 	if (err != 0) {
