@@ -18,6 +18,7 @@
 #include <linux/if_link.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -118,15 +119,24 @@ fail(char *why, size_t len, int rc, const char *fmt, ...)
 	return rc;
 }
 
-/* Attaches prog_fd to ifindex by a link, driver mode first. */
+/*
+ * Attaches prog_fd to ifindex by a link: driver mode first, then generic;
+ * TALLY_XDP_MODE=native or generic in the environment asks for one.
+ */
 static int
 attach(struct tally_xdp_prog *xp, int ifindex)
 {
 	static const unsigned int modes[] = { XDP_FLAGS_DRV_MODE,
 		XDP_FLAGS_SKB_MODE };
+	const char *env = getenv("TALLY_XDP_MODE");
+	size_t first = 0, last = 1;
 	int err = EOPNOTSUPP;
 
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+	if (env != NULL && strcmp(env, "native") == 0)
+		last = 0;
+	else if (env != NULL && strcmp(env, "generic") == 0)
+		first = 1;
+	for (size_t i = first; i <= last; i++) {
 		LIBBPF_OPTS(bpf_link_create_opts, o, .flags = modes[i]);
 
 		xp->link_fd = bpf_link_create(xp->prog_fd, ifindex, BPF_XDP,
