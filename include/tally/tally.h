@@ -152,10 +152,12 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
 
 /*
  * Joins a job through tallyd and opens a context for it: url is
- * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off][&transport=udp|rdma]
- * [&rdma_device=NAME]" (port 7470 by default; the job's transport, from
- * tallyd, unless transport= asks for one: a job of the other fails with
- * -EPROTONOSUPPORT), token the job's 64 hex digits from `tallyctl job create`,
+ * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]
+ * [&transport=udp|xdp|rdma][&rdma_device=NAME][&ifname=IF][&queue=N]"
+ * (port 7470 by default; the job's transport, from tallyd, unless
+ * transport= asks for one: a job of the other fails with
+ * -EPROTONOSUPPORT; xdp is the worker's choice for a udp job, on
+ * interface IF and its receive queue N), token the job's 64 hex digits from `tallyctl job create`,
  * rank and world this worker's place. The rendezvous runs in TLS: tallyd's
  * certificate must be signed by a CA of the first of opts.ca_file
  * (tally_open_opts()), the URL's ca=, the environment's TALLY_CA, the
@@ -191,7 +193,8 @@ int tally_open(const char *url, const char *token, unsigned int rank,
  * tally_open() with options: of base (borrowed; NULL = defaults), it
  * uses bind_addr, bind_port, window and elems (each capped at the job's),
  * rto_us, timeout_ms, join_timeout_ms, ca_file, transport (as the URL's
- * transport=), rdma_device and rdma_port; tallyd supplies the rest.
+ * transport=), rdma_device, rdma_port, ifname and queue; tallyd
+ * supplies the rest.
  */
 int tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
