@@ -136,6 +136,29 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	return 0;
 }
 
+/*
+ * Opens ctx's AF_XDP transport toward uc's dataplane, on o's interface
+ * and queue (packets as large as ctx's). 0 or -errno with open_err set.
+ */
+static int
+open_xdp(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
+	const struct tally_udp_conf *uc)
+{
+	char why[TALLY_CTX_ERR_LEN] = "";
+	struct tally_xdp_conf xc = { .udp = *uc, .ifname = o->ifname,
+		.queue = o->queue, .max_frame = ctx->rx_room, .why = why,
+		.why_len = sizeof(why) };
+	const char *env = getenv("TALLY_XDP_BUSY_POLL");
+
+	if (env != NULL)
+		xc.busy_poll_us = (unsigned int)strtoul(env, NULL, 10);
+	ctx->tp = tally_xdp_transport_create(&xc);
+	if (ctx->tp == NULL)
+		return tally_ctx_open_fail(-errno, "%s", why[0] != '\0' ? why :
+			strerror(errno));
+	return 0;
+}
+
 /* Expands an authenticated job's keys (keys borrowed) into ctx->mac. */
 int
 tally_lib_ctx_keys(struct tally_ctx *ctx, const struct tally_auth_keys *keys)
@@ -165,16 +188,21 @@ free_keys(struct tally_ctx *ctx)
 
 /*
  * Which transport o asks for: 0 for UDP, 1 for RDMA (its options
- * checked), or -EINVAL with open_err set.
+ * checked), 2 for AF_XDP, or -EINVAL with open_err set.
  */
 static int
 check_transport(const struct tally_ctx_opts *o)
 {
+	if (o->transport != NULL && strcmp(o->transport, "xdp") == 0)
+		return 2;
+	if (o->ifname != NULL || o->queue != 0)
+		return tally_ctx_open_fail(-EINVAL, "ifname and queue are "
+			"options of the xdp transport");
 	if (o->transport == NULL || strcmp(o->transport, "udp") == 0)
 		return 0;
 	if (strcmp(o->transport, "rdma") != 0)
-		return tally_ctx_open_fail(-EINVAL, "transport '%s': udp or "
-			"rdma", o->transport);
+		return tally_ctx_open_fail(-EINVAL, "transport '%s': udp, xdp "
+			"or rdma", o->transport);
 	if (o->dp_nqpns == 0 || o->dp_nqpns > TALLY_VERBS_MAX_QPNS ||
 			o->dp_qpns == NULL)
 		return tally_ctx_open_fail(-EINVAL, "transport rdma needs the "
@@ -187,8 +215,9 @@ check_transport(const struct tally_ctx_opts *o)
 }
 
 /*
- * Opens ctx's transport: uc's UDP socket, or o's RDMA queue pair (its
- * packets as large as ctx's). 0 or -errno with open_err set.
+ * Opens ctx's transport: uc's UDP socket, an AF_XDP socket toward the
+ * same ports, or o's RDMA queue pair (its packets as large as ctx's).
+ * 0 or -errno with open_err set.
  */
 static int
 open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
@@ -201,8 +230,11 @@ open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
 		.qkey = o->qkey, .room = ctx->rx_room,
 	};
 	char why[TALLY_TP_WHY_LEN];
+	int kind = check_transport(o);
 
-	if (check_transport(o) == 0) {
+	if (kind == 2)
+		return open_xdp(ctx, o, uc);
+	if (kind == 0) {
 		ctx->tp = tally_udp_transport_create(uc);
 		if (ctx->tp == NULL)
 			return tally_ctx_open_fail(-errno, "udp socket on "
@@ -321,6 +353,7 @@ tally_ctx_info(const struct tally_ctx *ctx, struct tally_ctx_info *info)
 		.window = ctx->window, .elems = ctx->elems,
 		.narrow = ctx->narrow, .codec = ctx->codec,
 		.cuda_path = (uint8_t)tally_lib_cuda_path(ctx),
+		.transport = ctx->tp->name,
 	};
 	if (info->cuda_path != TALLY_CUDA_PATH_NONE)
 		info->cuda_segment = (uint32_t)tally_lib_dev_seg(ctx, 0);

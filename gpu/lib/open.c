@@ -14,6 +14,7 @@
  * in tally_ctx_error(NULL).
  */
 #include <errno.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -46,8 +47,10 @@ struct url {
 	char job[TALLY_RDV_NAME_MAX + 1];
 	char ca[URL_MAX];	/* ?ca=FILE; "" = none given */
 	int tls;		/* ?tls=off: 0; else 1 */
-	char transport[8];	/* ?transport=udp|rdma; "" = the job's */
+	char transport[8];	/* ?transport=udp|xdp|rdma; "" = the job's */
 	char rdma_dev[64];	/* ?rdma_device=NAME; "" = by address */
+	char ifname[IF_NAMESIZE]; /* ?ifname=IF (xdp); "" = not given */
+	int queue;		/* ?queue=N (xdp); -1 = not given */
 };
 
 /* "tally://HOST[:PORT]/JOB" (in buf) into its parts. */
@@ -86,14 +89,28 @@ parse_hostjob(const char *url, char host[256], char port[8],
 	return 0;
 }
 
-/* The query "KEY=VALUE[&KEY=VALUE]..." (keys ca, tls, transport,
- * rdma_device) into u. */
+/* ?queue=N: 0..65535 into *q. */
+static int
+parse_queue(const char *v, int *q)
+{
+	if (strlen(v) > 5 || strspn(v, "0123456789") != strlen(v) ||
+			atoi(v) > 65535)
+		return -EINVAL;
+	*q = atoi(v);
+	return 0;
+}
+
+/*
+ * The query "KEY=VALUE[&KEY=VALUE]..." (keys ca, tls, transport,
+ * rdma_device, ifname and queue) into u.
+ */
 static int
 parse_query(char *q, struct url *u)
 {
 	char *save = NULL, *kv;
+	int rc = 0;
 
-	for (kv = strtok_r(q, "&", &save); kv != NULL;
+	for (kv = strtok_r(q, "&", &save); kv != NULL && rc == 0;
 			kv = strtok_r(NULL, "&", &save)) {
 		char *eq = strchr(kv, '=');
 
@@ -108,19 +125,28 @@ parse_query(char *q, struct url *u)
 			u->tls = 0;
 		else if (strcmp(kv, "transport") == 0 &&
 				(strcmp(eq + 1, "udp") == 0 ||
+				 strcmp(eq + 1, "xdp") == 0 ||
 				 strcmp(eq + 1, "rdma") == 0))
 			strcpy(u->transport, eq + 1);
 		else if (strcmp(kv, "rdma_device") == 0 &&
 				strlen(eq + 1) < sizeof(u->rdma_dev) &&
 				tally_rdv_name_ok(eq + 1))
 			strcpy(u->rdma_dev, eq + 1);
+		else if (strcmp(kv, "ifname") == 0 &&
+				strlen(eq + 1) < sizeof(u->ifname))
+			strcpy(u->ifname, eq + 1);
+		else if (strcmp(kv, "queue") == 0)
+			rc = parse_queue(eq + 1, &u->queue);
 		else
 			return -EINVAL;
 	}
-	return 0;
+	return rc;
 }
 
-/* "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]" into its parts. */
+/*
+ * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off][&transport=udp|xdp]
+ * [&ifname=IF][&queue=N]" into its parts.
+ */
 static int
 parse_url(const char *url, struct url *u)
 {
@@ -133,6 +159,8 @@ parse_url(const char *url, struct url *u)
 	u->tls = 1;
 	u->transport[0] = '\0';
 	u->rdma_dev[0] = '\0';
+	u->ifname[0] = '\0';
+	u->queue = -1;
 	if ((q = strchr(buf, '?')) != NULL) {
 		*q++ = '\0';
 		if (parse_query(q, u) != 0)
@@ -339,6 +367,9 @@ transport_from_params(const struct tally_rdv_msg *p, const char *want,
 {
 	const char *job = p->rdma ? "rdma" : "udp";
 
+	/* AF_XDP carries a UDP job's datagrams: the worker's choice. */
+	if (want != NULL && strcmp(want, "xdp") == 0 && !p->rdma)
+		job = "xdp";
 	if (want != NULL && strcmp(want, job) != 0)
 		return tally_ctx_open_fail(-EPROTONOSUPPORT, "the job runs "
 			"over %s, not %s (its transport is set by `tallyctl "
@@ -446,6 +477,21 @@ out:
 	return rc;
 }
 
+/* The URL's transport, RDMA device, interface and queue where opts name
+ * none. */
+static void
+url_transport(const struct url *u, struct tally_ctx_opts *o)
+{
+	if (o->transport == NULL && u->transport[0] != '\0')
+		o->transport = u->transport;
+	if (o->rdma_device == NULL && u->rdma_dev[0] != '\0')
+		o->rdma_device = u->rdma_dev;
+	if (o->ifname == NULL && u->ifname[0] != '\0')
+		o->ifname = u->ifname;
+	if (o->queue == 0 && u->queue > 0)
+		o->queue = (uint16_t)u->queue;
+}
+
 int
 tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
@@ -467,12 +513,10 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 	if (parse_url(url, &u) != 0)
 		return tally_ctx_open_fail(-EINVAL, "'%s' is not "
 			"tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]"
-			"[&transport=udp|rdma][&rdma_device=NAME]",
+			"[&transport=udp|xdp|rdma][&rdma_device=NAME]"
+			"[&ifname=IF][&queue=N]",
 			url != NULL ? url : "(null)");
-	if (o.transport == NULL && u.transport[0] != '\0')
-		o.transport = u.transport;
-	if (o.rdma_device == NULL && u.rdma_dev[0] != '\0')
-		o.rdma_device = u.rdma_dev;
+	url_transport(&u, &o);
 	if (token == NULL || !tally_rdv_token_ok(token))
 		return tally_ctx_open_fail(-EINVAL, "a job token is %d hex "
 			"digits", TALLY_RDV_TOKEN_HEX);

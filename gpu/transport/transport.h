@@ -3,7 +3,8 @@
  * How libtally moves tally packets: a transport sends bursts of packets,
  * each given as two pieces (the header and the payload, so that payloads
  * go out straight from the caller's buffer), and receives bursts into
- * buffers the caller owns. Kernel UDP (udp.c) and an RDMA UD queue pair
+ * buffers the caller owns. Kernel UDP (udp.c), AF_XDP (xdp.c: the same
+ * datagrams, written by the worker itself) and an RDMA UD queue pair
  * (verbs.c, RoCEv2 UD SENDs: docs/rdma.md) implement them; a DPDK port
  * fits behind the same ops (the pieces become mbuf segments).
  *
@@ -183,5 +184,30 @@ struct tally_verbs_conf {
  */
 struct tally_transport *tally_verbs_transport_create(
 	const struct tally_verbs_conf *conf, char *why, size_t why_len);
+
+/* AF_XDP: what tally_xdp_transport_create() needs. */
+struct tally_xdp_conf {
+	struct tally_udp_conf udp;	/* the dataplane and the local address,
+					 * as for kernel UDP (sockbuf unused) */
+	const char *ifname;	/* interface; NULL = the route's toward the
+				 * dataplane (it must be that one) */
+	unsigned int queue;	/* its receive queue to bind */
+	unsigned int max_frame;	/* the longest UDP payload the context
+				 * sends or takes: checked against the
+				 * UMEM frames and the interface's MTU */
+	unsigned int busy_poll_us; /* SO_BUSY_POLL for the socket, 0 = off */
+	char *why;		/* out: the sentence of a failure */
+	size_t why_len;
+};
+
+/*
+ * Opens an AF_XDP socket on the interface toward the dataplane (see
+ * xdp.c): one UMEM, its XDP program, frames written with the same
+ * Ethernet/IPv4/UDP framing as kernel UDP, from a port that a bound UDP
+ * socket keeps for it. Returns the transport, or NULL with errno set and
+ * conf->why filled (EOPNOTSUPP when libtally was built without libxdp).
+ */
+struct tally_transport *tally_xdp_transport_create(
+	const struct tally_xdp_conf *conf);
 
 #endif /* TALLY_TRANSPORT_TRANSPORT_H */

@@ -101,7 +101,13 @@ struct tally_ctx_opts {
 				 * packet carries a tag, and results and
 				 * NACKs without the right one are dropped
 				 * (counted as forged); NULL: a plain job.
-				 * Copied; tally_open() learns it */	const char *transport;	/* "udp" (NULL: the default, kernel UDP) or
+				 * Copied; tally_open() learns it */
+	const char *transport;	/* "udp" (NULL: the default, kernel UDP),
+				 * "xdp" (AF_XDP: the worker writes its
+				 * frames itself, around the kernel's UDP
+				 * path, to the same ports; needs
+				 * CAP_NET_RAW, CAP_BPF and CAP_NET_ADMIN,
+				 * and a libtally built with libxdp) or
 				 * "rdma": RoCEv2 UD SENDs through
 				 * libibverbs (docs/rdma.md), to the
 				 * dataplane's QPNs below instead of its
@@ -117,10 +123,15 @@ struct tally_ctx_opts {
 				 * NULL = the first with bind_addr's GID.
 				 * tally_open_opts() uses it too */
 	uint8_t rdma_port;	/* rdma: the device's port, 0 = 1 */
+	const char *ifname;	/* xdp: the interface, which must be the
+				 * route's toward the dataplane; NULL = that
+				 * one */
+	uint16_t queue;		/* xdp: its receive queue (default 0) */
 };
 
 /*
- * Opens a context: checks o, binds a UDP socket. Borrows o (nothing of it
+ * Opens a context: checks o, binds a UDP socket (or opens the AF_XDP
+ * socket of transport "xdp"). Borrows o (nothing of it
  * is kept). The context numbers every slot's rounds from 0 (the rounds
  * of docs/protocol.md), so the job at the dataplane must be fresh for
  * it: added (or added again) for this set of contexts, as tallyd does
@@ -129,18 +140,24 @@ struct tally_ctx_opts {
  * failure writes NULL to *out (when out is not NULL) and returns -EINVAL
  * (o or out NULL; world 0 or above 64; rank >= world; an address that is
  * not a dotted quad, or a dp_addr that is not unicast; elems above 8192;
- * window above 32768; a port range past 65535), -ENOMEM,
- * or the socket's error (-EADDRINUSE, ...); tally_ctx_error(NULL) then
+ * window above 32768; a port range past 65535; a transport that is not
+ * udp or xdp, ifname or queue without xdp), -ENOMEM, or the socket's
+ * error (-EADDRINUSE, ...; for xdp also -EOPNOTSUPP: built without
+ * libxdp; -ENODEV: no such interface; -EPERM: not privileged; -EBUSY:
+ * an XDP program is already on the interface; -EMSGSIZE: packets larger
+ * than the interface's MTU or an AF_XDP frame); tally_ctx_error(NULL) then
  * tells why, in this thread.
  */
 int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
 
 /*
  * Joins a job through tallyd and opens a context for it: url is
- * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off][&transport=udp|rdma]
- * [&rdma_device=NAME]" (port 7470 by default; the job's transport, from
- * tallyd, unless transport= asks for one: a job of the other fails with
- * -EPROTONOSUPPORT), token the job's 64 hex digits from `tallyctl job create`,
+ * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]
+ * [&transport=udp|xdp|rdma][&rdma_device=NAME][&ifname=IF][&queue=N]"
+ * (port 7470 by default; the job's transport, from tallyd, unless
+ * transport= asks for one: a job of the other fails with
+ * -EPROTONOSUPPORT; xdp is the worker's choice for a udp job, on
+ * interface IF and its receive queue N), token the job's 64 hex digits from `tallyctl job create`,
  * rank and world this worker's place. The rendezvous runs in TLS: tallyd's
  * certificate must be signed by a CA of the first of opts.ca_file
  * (tally_open_opts()), the URL's ca=, the environment's TALLY_CA, the
@@ -176,7 +193,8 @@ int tally_open(const char *url, const char *token, unsigned int rank,
  * tally_open() with options: of base (borrowed; NULL = defaults), it
  * uses bind_addr, bind_port, window and elems (each capped at the job's),
  * rto_us, timeout_ms, join_timeout_ms, ca_file, transport (as the URL's
- * transport=), rdma_device and rdma_port; tallyd supplies the rest.
+ * transport=), rdma_device, rdma_port, ifname and queue; tallyd
+ * supplies the rest.
  */
 int tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
@@ -355,6 +373,8 @@ struct tally_ctx_info {
 	uint64_t cuda_staging;	/* bytes of pinned staging the context
 				 * holds (registered once, page-aligned);
 				 * 0 before its first CUDA call */
+	const char *transport;	/* "udp", "xdp" or "xdp (zero-copy)": the
+				 * context's; valid while it is open */
 };
 
 /* Fills *info from ctx. Borrows ctx. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tally-bench allreduce: one worker's side of a real allreduce through a
- * dataplane, with libtally over kernel UDP. Run one per rank (end-to-end
+ * dataplane, with libtally over kernel UDP or AF_XDP. Run one per rank (end-to-end
  * tests, the quickstart, benchmarks).
  *
  * Rank r's tensor is generated from (seed, r), so every rank can also
@@ -83,6 +83,9 @@ struct ar_opts {
 	int auth;			/* keys given: an authenticated job */
 	int cuda;			/* --cuda: the tensor in GPU memory */
 	struct tally_auth_keys keys;	/* $TALLY_AUTH_KEYS */
+	const char *transport;		/* --transport: udp, xdp */
+	const char *ifname;		/* --ifname (xdp) */
+	unsigned long queue;		/* --queue (xdp) */
 };
 
 #define GIVEN_DP	1u
@@ -140,6 +143,9 @@ static const struct option long_opts[] = {
 	{ "scale-exp", required_argument, NULL, 'X' },
 	{ "vary", no_argument, NULL, 'V' },
 	{ "cuda", no_argument, NULL, 'G' },
+	{ "transport", required_argument, NULL, 'x' },
+	{ "ifname", required_argument, NULL, 'I' },
+	{ "queue", required_argument, NULL, 'Q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -155,7 +161,7 @@ usage(FILE *f)
 		"--token-file F\n"
 		"                             --rank R --world W [options]\n\n"
 		"One worker of an allreduce through a tally dataplane (libtally,\n"
-		"kernel UDP); run one per rank. Checks the result against a\n"
+		"kernel UDP or AF_XDP); run one per rank. Checks the result against a\n"
 		"reference computed from every rank's generated tensor. The\n"
 		"token comes from --token-file or TALLY_TOKEN, never the\n"
 		"command line (ps shows it to every user).\n\n"
@@ -229,6 +235,12 @@ usage(FILE *f)
 		"0), through\n"
 		"                           tally_allreduce_cuda() on a "
 		"stream of its own\n"
+		"  --transport udp|xdp      kernel UDP (default) or AF_XDP "
+		"(root)\n"
+		"  --ifname IF              xdp: the interface (default: "
+		"the route's)\n"
+		"  --queue N                xdp: its receive queue (default "
+		"0)\n"
 		"  --json                   print one JSON object\n"
 		"  -h, --help               this text\n\n"
 		"exit: 0 ok, 1 result differs from the reference, 2 usage, "
@@ -408,6 +420,14 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 'G':
 		o->cuda = 1;
 		return 0;
+	case 'x':
+		o->transport = arg;
+		return 0;
+	case 'I':
+		o->ifname = arg;
+		return 0;
+	case 'Q':
+		return bench_parse_uint("queue", arg, 0, 65535, &o->queue);
 	case 'V':
 		o->vary = 1;
 		return 0;
@@ -751,6 +771,9 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.codec = o->codec,
 		.narrow = (uint8_t)o->narrow,
 		.auth = o->auth ? &o->keys : NULL,
+		.transport = o->transport,
+		.ifname = o->ifname,
+		.queue = (uint16_t)o->queue,
 	};
 	int rc;
 
@@ -1201,6 +1224,8 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		o->elems ? o->elems : TALLY_DEFAULT_ELEMS,
 		o->window ? o->window : 64,
 		o->timeout_ms ? o->timeout_ms : 5000, o->seed);
+	printf("transport: %s\n", a->info.transport != NULL ?
+		a->info.transport : "?");
 	if (o->cuda)
 		print_cuda(a);
 	for (it = 0; it < o->iters && ok; it++)

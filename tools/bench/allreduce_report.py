@@ -118,6 +118,21 @@ def target_of(size, workers):
     return 1.65 if workers >= 8 else 1.3
 
 
+def judge_xdp(here, size):
+    """Issue 14's target: tally on libtally's AF_XDP transport at least
+    1.45x gloo by median from 4 MiB (bound 1.5x); 1.0x below."""
+    xdp = next((c for c in here if c["system"] == "tally-xdp"), None)
+    gloo = next((c for c in here if c["system"] == "gloo"), None)
+    if xdp is None or gloo is None or "median_s" not in gloo:
+        return []
+    t = 1.45 if size >= 4 << 20 else 1.0
+    v = {"size": size, "what": "tally-xdp vs gloo by median", "target": t}
+    if "median_s" in xdp:
+        v["ratio"] = gloo["median_s"] / xdp["median_s"]
+    v["met"] = v.get("ratio", 0) >= t
+    return [v]
+
+
 def judge(cells, size, workers):
     """Speed against the fastest peer by median; the targets' verdicts."""
     here = [c for c in cells if c["size"] == size]
@@ -129,8 +144,10 @@ def judge(cells, size, workers):
             c["vs_fastest_peer"] = fastest["median_s"] / c["median_s"]
     out = []
     mpi = next((c for c in peers if c["system"] == "mpi"), None)
+    out += judge_xdp(here, size)
     for c in here:
-        if not c["system"].startswith("tally-") or mpi is None:
+        if (not c["system"].startswith("tally-") or mpi is None
+                or c["system"] == "tally-xdp"):
             continue
         # A codec's targets against OpenMPI: q8 4x, block-sparse at 1%
         # 20x; the others are shown, not judged.
