@@ -227,6 +227,7 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 {
 	struct tallyd_job t = { 0 }, *j;
 	char token[TALLY_RDV_TOKEN_HEX + 1], why[256];
+	unsigned int fit;
 	json_t *o;
 	int ret;
 
@@ -249,6 +250,10 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	t.idle_timeout_s = r->has_idle_timeout ? r->idle_timeout_s :
 		d->conf.idle_timeout_s;
 	strcpy(t.codec, r->codec);
+	/* An RDMA job without max_elems: what tally-dp's path MTU takes. */
+	if (t.rdma && !r->has_max_elems && (fit = tallyd_limits_rdma_elems(d,
+			&t)) != 0 && fit < t.max_elems)
+		t.max_elems = (uint16_t)fit;
 	if ((ret = tallyd_limits_check(d, &t, true, why, sizeof(why))) != 0)
 		return err_reply(-ret, "%s", why);
 	j = tallyd_job_create(d, &t, token);

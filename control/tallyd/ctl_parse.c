@@ -106,7 +106,7 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 			opt_uint(o, "window", 1, 32768, &r->window, NULL, why,
 				wlen) ||
 			opt_uint(o, "max_elems", 1, TALLY_MAX_ELEMS,
-				&r->max_elems, NULL, why, wlen) ||
+				&r->max_elems, &r->has_max_elems, why, wlen) ||
 			opt_uint(o, "idle_timeout_s", 0, 365u * 86400,
 				&r->idle_timeout_s, &r->has_idle_timeout, why,
 				wlen))

@@ -32,6 +32,8 @@ struct tallyd_ctl_req {
 	unsigned int world;
 	unsigned int window;
 	unsigned int max_elems;
+	bool has_max_elems;	/* given; else TALLY_DEFAULT_ELEMS, and an
+				 * RDMA job's fits the path MTU */
 	bool narrow;
 	bool rdma;		/* "transport": "rdma" (else "udp") */
 	bool auth;		/* an authenticated job (docs/protocol.md) */

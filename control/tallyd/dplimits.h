@@ -25,6 +25,8 @@ struct tallyd_dp_limits {
 	unsigned int max_jobs;
 	uint64_t mem_budget;		/* bytes; 0: not said or no limit */
 	uint64_t max_job_mem;		/* bytes; 0: not said or no limit */
+	unsigned int roce_pmtu;		/* bytes a RoCEv2 message may hold
+					 * (ping's roce.pmtu); 0: no RoCEv2 */
 };
 
 /* Takes the limits from a ping reply (borrowed); keys it lacks stay 0. */
@@ -32,6 +34,14 @@ void tallyd_limits_from_ping(struct tallyd *d, json_t *ping);
 
 /* The encodings (TALLY_ENC_BIT mask) j's codec sends at full length. */
 unsigned int tallyd_limits_encs(const struct tallyd_job *j);
+
+/*
+ * The most elements a packet that RDMA job j's messages may carry
+ * within tally-dp's RoCEv2 path MTU (its codec, narrow, auth); 0 when
+ * tally-dp's last ping said no RoCEv2 (or none came yet).
+ */
+unsigned int tallyd_limits_rdma_elems(const struct tallyd *d,
+	const struct tallyd_job *j);
 
 /*
  * Whether tally-dp, as its last ping described it, can serve job j:

@@ -34,6 +34,10 @@ tallyd_limits_from_ping(struct tallyd *d, json_t *ping)
 	l->max_jobs = (unsigned int)get_u64(ping, "max_jobs");
 	l->mem_budget = get_u64(ping, "mem_budget");
 	l->max_job_mem = get_u64(ping, "max_job_mem");
+	l->roce_pmtu = (unsigned int)get_u64(json_object_get(ping, "roce"),
+		"pmtu");
+	if (l->roce_pmtu > 65535)
+		l->roce_pmtu = 0;
 	l->known = true;
 }
 
@@ -86,7 +90,40 @@ jobs_mem(const struct tallyd *d, const struct tallyd_job *skip)
 	return sum;
 }
 
-/* j's largest packet against the MTU. */
+unsigned int
+tallyd_limits_rdma_elems(const struct tallyd *d, const struct tallyd_job *j)
+{
+	unsigned int encs = tallyd_limits_encs(j) |
+		(j->auth ? TALLY_ENC_AUTH : 0);
+
+	if (d->dp_limits.roce_pmtu == 0)
+		return 0;
+	/* A message is what a UDP payload would be: the same formula. */
+	return tally_job_max_elems(d->dp_limits.roce_pmtu +
+		TALLY_IPV4_UDP_LEN, encs, j->narrow);
+}
+
+/* An RDMA job's largest message against tally-dp's RoCEv2 path MTU. */
+static int
+check_pmtu(const struct tallyd_dp_limits *l, const struct tallyd_job *j,
+	unsigned int encs, char *why, size_t wlen)
+{
+	unsigned int worst = 0;
+	size_t msg = tally_job_udp_len(encs, j->narrow, j->max_elems, &worst);
+
+	if (l->roce_pmtu == 0 || msg <= l->roce_pmtu)
+		return 0;
+	return fail(EMSGSIZE, why, wlen, "job '%s': max_elems %u with codec "
+		"%s makes %zu-byte RDMA messages (%s, %s results), over "
+		"tally-dp's RoCEv2 path MTU of %u (a UD message is one "
+		"packet); at most max_elems %u", j->name, j->max_elems,
+		j->codec[0] != '\0' ? j->codec : "fixp", msg,
+		tally_enc_name(worst), j->narrow ? "narrow" : "widened",
+		l->roce_pmtu, tally_job_max_elems(l->roce_pmtu +
+		TALLY_IPV4_UDP_LEN, encs, j->narrow));
+}
+
+/* j's largest packet against the MTU (an RDMA job's: the path MTU). */
 static int
 check_mtu(const struct tallyd_dp_limits *l, const struct tallyd_job *j,
 	char *why, size_t wlen)
@@ -96,6 +133,8 @@ check_mtu(const struct tallyd_dp_limits *l, const struct tallyd_job *j,
 	size_t ip = TALLY_IPV4_UDP_LEN + tally_job_udp_len(encs, j->narrow,
 		j->max_elems, &worst);
 
+	if (j->rdma)
+		return check_pmtu(l, j, encs, why, wlen);
 	if (l->mtu == 0 || ip <= l->mtu)
 		return 0;
 	return fail(EMSGSIZE, why, wlen, "job '%s': max_elems %u with codec "

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tally/limits.h>
+
 #include "dev.h"
 
 #define DEFAULT_WINDOW		64
@@ -228,6 +230,10 @@ open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
 		.local_ip = uc->bind_ip, .dp_ip = uc->dp_ip,
 		.dp_qpns = o->dp_qpns, .dp_nqpns = o->dp_nqpns,
 		.qkey = o->qkey, .room = ctx->rx_room,
+		.wire_max = (uint32_t)tally_job_udp_len(
+			tally_codec_encs(ctx->codec.kind) |
+			(ctx->mac != NULL ? TALLY_ENC_AUTH : 0), ctx->narrow,
+			ctx->elems, NULL),
 	};
 	char why[TALLY_TP_WHY_LEN];
 	int kind = check_transport(o);

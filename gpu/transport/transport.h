@@ -166,6 +166,9 @@ struct tally_verbs_conf {
 	uint32_t qkey;		/* the job's Q_Key (high bit clear) */
 	uint32_t room;		/* the largest packet, both ways, in bytes
 				 * (header, payload, tag) */
+	uint32_t wire_max;	/* the job's largest message as tally-dp
+				 * computes it (<tally/limits.h>), which
+				 * the path MTU must hold; 0 = room */
 	const struct tally_verbs_ops *ops; /* verbs.h; NULL = the default
 				 * (libibverbs) */
 };

@@ -93,6 +93,7 @@ check_port(struct verbs_transport *v, const struct tally_verbs_conf *conf,
 	const char *name, char *why, size_t len)
 {
 	struct ibv_port_attr pa;
+	uint32_t need = conf->wire_max != 0 ? conf->wire_max : conf->room;
 	int rc;
 
 	memset(&pa, 0, sizeof(pa));
@@ -111,10 +112,10 @@ check_port(struct verbs_transport *v, const struct tally_verbs_conf *conf,
 		vfail(why, len, 0, "%s port %u is not active", name, v->port);
 		return -ENETDOWN;
 	}
-	if (mtu_bytes(pa.active_mtu) < conf->room) {
+	if (mtu_bytes(pa.active_mtu) < need) {
 		vfail(why, len, 0, "packets of %u bytes are above %s port "
 			"%u's path MTU of %u: use fewer elements a packet",
-			conf->room, name, v->port, mtu_bytes(pa.active_mtu));
+			need, name, v->port, mtu_bytes(pa.active_mtu));
 		return -EMSGSIZE;
 	}
 	if (find_gid(v, pa.gid_tbl_len, conf->local_ip) != 0) {

@@ -202,6 +202,57 @@ job_add_encodings(void **state)
 	assert_int_equal(tallyd_limits_encs(&j), TALLY_ENC_BIT(TALLY_ENC_I4));
 }
 
+/* tally-dp's ping at MTU 1500 with RoCEv2 whose path MTU is pmtu. */
+static void
+ping_roce(unsigned int pmtu)
+{
+	json_t *r = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:{s:[i], "
+		"s:i, s:i}}", "errno", 0, "mtu", 1500, "max_jobs", 256,
+		"mem_budget", (json_int_t)1 << 30, "mem_used", (json_int_t)0,
+		"max_job_mem", (json_int_t)256 << 20, "roce", "qpns", 256,
+		"pkey", 65535, "pmtu", pmtu);
+
+	tallyd_limits_from_ping(&d, r);
+	json_decref(r);
+}
+
+/*
+ * An RDMA job's messages against tally-dp's RoCEv2 path MTU (1024 at
+ * Ethernet 1500): the default 256 elements do not fit (1064 bytes),
+ * 246 do; what fits is what job create gives an RDMA job by default; a
+ * UDP job of 256 still fits the MTU; without RoCEv2 nothing fits.
+ */
+static void
+rdma_messages_over_pmtu(void **state)
+{
+	struct tallyd_job j = job("r", 64, 256, "fixp", false);
+	char why[256] = "";
+
+	(void)state;
+	ping_roce(1024);
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		0);
+	j.rdma = true;
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		-EMSGSIZE);
+	assert_string_equal(why, "job 'r': max_elems 256 with codec fixp makes "
+		"1064-byte RDMA messages (f32, widened results), over "
+		"tally-dp's RoCEv2 path MTU of 1024 (a UD message is one "
+		"packet); at most max_elems 246");
+	assert_int_equal(tallyd_limits_rdma_elems(&d, &j), 246);
+	j.max_elems = 246;
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		0);
+	j.auth = true;		/* the tag comes off the elements */
+	assert_int_equal(tallyd_limits_rdma_elems(&d, &j), 242);
+	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
+		-EMSGSIZE);
+	ping_roce(4096);	/* Ethernet 9000 */
+	assert_int_equal(tallyd_limits_rdma_elems(&d, &j), 1010);
+	ping(1500);		/* no "roce" in the ping */
+	assert_int_equal(tallyd_limits_rdma_elems(&d, &j), 0);
+}
+
 int
 main(void)
 {
@@ -209,6 +260,7 @@ main(void)
 		cmocka_unit_test(unknown_accepts),
 		cmocka_unit_test(too_much_memory),
 		cmocka_unit_test(packets_over_mtu),
+		cmocka_unit_test(rdma_messages_over_pmtu),
 		cmocka_unit_test(over_budget),
 		cmocka_unit_test(auth_keys_count),
 		cmocka_unit_test(job_add_encodings),

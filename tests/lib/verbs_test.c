@@ -170,6 +170,7 @@ test_refused(void **state)
 {
 	struct fakeverbs_conf fc = fake_conf(0, 1);
 	struct tally_verbs_conf c;
+	struct tally_transport *tp;
 	char why[TALLY_TP_WHY_LEN];
 	uint32_t bad_qpn[1] = { 0x1000000 };
 
@@ -208,6 +209,21 @@ test_refused(void **state)
 	assert_null(tally_verbs_transport_create(&c, why, sizeof(why)));
 	assert_int_equal(errno, EMSGSIZE);
 	assert_non_null(strstr(why, "path MTU of 1024"));
+	/*
+	 * What must fit is the job's largest message (wire_max: 246 f32
+	 * elements and the header, no tag), not the buffers' room, which
+	 * counts a tag whether the job has one or not.
+	 */
+	c.wire_max = TALLY_HDR_LEN + 4 * 246;
+	fakeverbs_reset(&fc);
+	tp = tally_verbs_transport_create(&c, why, sizeof(why));
+	assert_non_null(tp);
+	tally_transport_destroy(tp);
+	c.wire_max++;
+	fakeverbs_reset(&fc);
+	assert_null(tally_verbs_transport_create(&c, why, sizeof(why)));
+	assert_int_equal(errno, EMSGSIZE);
+	assert_non_null(strstr(why, "packets of 1025 bytes"));
 	assert_int_equal(live(), 0);
 }
 
