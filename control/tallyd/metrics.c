@@ -577,6 +577,9 @@ static const struct {
 		"result." },
 	{ "duplicates", "Retransmissions to a round still open: dropped." },
 	{ "nacks", "Refusals answered with a NACK." },
+	{ "gap_nacks", "NACKs gap: a member's later frame arrived before "
+		"earlier ones, which were lost on the way in." },
+	{ "gap_lost", "The frames those NACKs named." },
 };
 
 static const char *

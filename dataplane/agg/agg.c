@@ -275,6 +275,76 @@ contribute(struct tally_job *job, struct tally_agg_stats *st,
 	return stale(st, v);
 }
 
+/*
+ * The rare cases of the sequence check below: d (the packet's sequence
+ * number less the latest seen) is 0 or behind (a retransmission or a
+ * copy: nothing), 2 .. window + 1 (the frames in between were lost: a
+ * gap to NACK), or further ahead (no loss a window allows: a sender
+ * restarted, taken as it is).
+ */
+static __attribute__((noinline, cold)) void
+seq_jump(const struct tally_job *job, struct tally_agg_stats *st,
+	const struct tally_hdr *h, struct tally_verdict *v, uint32_t *seen,
+	uint32_t d)
+{
+	if (d == 0 || d >= UINT32_C(0x80000000))
+		return;
+	if (d <= (uint32_t)job->conf.window + 1) {
+		v->gap_first = *seen + 1;
+		v->gap_n = d - 1;
+		st->gap_nacks++;
+		st->gap_lost += d - 1;
+	}
+	*seen = h->next_block;
+}
+
+/*
+ * A dense contribution with the flag SEQ: its next_block is the sender's
+ * sequence number on the slot's port, one up for each fresh frame it
+ * sends there, and a member's frames reach a port in the order it sent
+ * them. So one that skips numbers shows the frames in between lost, at
+ * once: v gets the gap (docs/protocol.md, "Gaps"). One compare when
+ * nothing was lost.
+ */
+static inline void
+seq_check(const struct tally_job *job, struct tally_agg_stats *st,
+	const struct tally_hdr *h, struct tally_verdict *v)
+{
+	uint32_t *seen = tally_job_seen(job, h->slot, h->rank);
+	uint32_t d = h->next_block - *seen;
+
+	if (__builtin_expect(d == 1, 1))
+		*seen = h->next_block;
+	else
+		seq_jump(job, st, h, v, seen, d);
+}
+
+enum tally_verdict_kind
+tally_agg_gap(const struct tally_verdict *v, const void *pkt, unsigned int len,
+	struct tally_verdict *g)
+{
+	struct tally_job *job = v->job;
+	uint32_t first = v->gap_first, n = v->gap_n;	/* g may be v */
+	struct tally_hdr h;
+
+	if (n == 0 || job == NULL ||
+			tally_hdr_decode(pkt, len, &h) != TALLY_ST_OK) {
+		g->kind = TALLY_V_DROP;
+		return g->kind;
+	}
+	*g = (struct tally_verdict){ .kind = TALLY_V_NACK,
+		.status = TALLY_ST_GAP, .job = job, .rank = h.rank, .hdr = h };
+	g->hdr.type = TALLY_PT_NACK;
+	g->hdr.status = TALLY_ST_GAP;
+	g->hdr.flags &= TALLY_F_SET | TALLY_F_RETX | TALLY_F_LAST | TALLY_F_SEQ;
+	g->hdr.next_block = first;
+	g->hdr.count = (uint16_t)n;
+	if (job->mac != NULL)
+		sign(g, tally_job_mac(job, 2 + 2 * (unsigned int)h.rank),
+			TALLY_MAC_NACK);
+	return g->kind;
+}
+
 /* A block-sparse contribution: its own copy, out of the dense path. */
 static __attribute__((noinline, cold)) enum tally_verdict_kind
 contribute_sparse(struct tally_job *job, struct tally_agg_stats *st,
@@ -298,6 +368,7 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 	v->payload = NULL;
 	v->payload_len = 0;
 	v->tagged = 0;
+	v->gap_n = 0;
 	s = tally_hdr_decode(pkt, len, &h);
 	if (s == TALLY_ST_TRUNCATED || s == TALLY_ST_BAD_MAGIC ||
 			s == TALLY_ST_BAD_VERSION || s == TALLY_ST_BAD_TYPE)
@@ -327,6 +398,8 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 		return nack(st, v, &h, TALLY_ST_BAD_LENGTH);
 	if (h.slot >= job->conf.window)
 		return nack(st, v, &h, TALLY_ST_BAD_SLOT);
+	if ((h.flags & (TALLY_F_SEQ | TALLY_F_SPARSE)) == TALLY_F_SEQ)
+		seq_check(job, st, &h, v);
 	if (unlikely_sparse(&h))
 		return contribute_sparse(job, st, &h,
 			(const uint8_t *)pkt + TALLY_HDR_LEN, v);

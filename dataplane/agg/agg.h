@@ -31,6 +31,8 @@ struct tally_agg_stats {
 	uint64_t resent;	/* retransmissions answered from a stored result */
 	uint64_t duplicates;	/* retransmissions to an open round: dropped */
 	uint64_t nacks;		/* refusals answered with a NACK */
+	uint64_t gap_nacks;	/* NACKs gap: a member's frames missing */
+	uint64_t gap_lost;	/*   the frames they named */
 	uint64_t drops[TALLY_ST_MAX_]; /* refusals by reason; [0] unused */
 } __attribute__((aligned(64)));
 
@@ -53,6 +55,8 @@ struct tally_verdict {
 	uint8_t tagged;		/* hdr has the flag AUTH: tag follows the
 				 * payload (an authenticated job) */
 	uint8_t tag[TALLY_TAG_LEN];
+	uint32_t gap_first;	/* a gap: the sender's first frame missing */
+	uint32_t gap_n;		/*   how many; 0: none (tally_agg_gap()) */
 };
 
 /*
@@ -70,5 +74,17 @@ struct tally_verdict {
 enum tally_verdict_kind tally_agg_process(const struct tally_jobtab *tab,
 	struct tally_agg_stats *st, const void *pkt, unsigned int len,
 	const struct tally_addr *src, struct tally_verdict *v);
+
+/*
+ * The NACK gap that v's packet (pkt, len bytes, borrowed: the packet
+ * tally_agg_process() just took into v) asks for, when v->gap_n is not
+ * 0: the sender's frames v->gap_first .. + gap_n - 1 on the slot's port
+ * never arrived, though a frame it sent after them did
+ * (docs/protocol.md, "Gaps"). Fills g as a NACK verdict to the sender,
+ * on top of whatever v answers, and returns TALLY_V_NACK; TALLY_V_DROP
+ * when v has no gap.
+ */
+enum tally_verdict_kind tally_agg_gap(const struct tally_verdict *v,
+	const void *pkt, unsigned int len, struct tally_verdict *g);
 
 #endif /* TALLY_AGG_AGG_H */

@@ -71,6 +71,14 @@ tally_job_create(const struct tally_job_conf *conf)
 	if (posix_memalign((void **)&job->lanes, 64, lanes_bytes) != 0)
 		goto err_sets;
 	memset(job->lanes, 0, lanes_bytes);
+	/* A port's slots are s % nports: no more ports than slots. */
+	job->seen_ports = conf->nports > 1 ? conf->nports : 1;
+	if (job->seen_ports > conf->window)
+		job->seen_ports = conf->window;
+	job->seen_stride = (conf->world + 15u) & ~15u;
+	if (posix_memalign((void **)&job->seen, 64, (size_t)job->seen_ports *
+			job->seen_stride * sizeof(*job->seen)) != 0)
+		goto err_lanes;
 	rc = conf->auth ? make_keys(job) : 0;
 	/* The raw keys stay only in their expanded form. */
 	explicit_bzero(job->conf.key_result, sizeof(job->conf.key_result));
@@ -83,6 +91,8 @@ tally_job_create(const struct tally_job_conf *conf)
 	tally_job_reset(job);
 	return job;
 
+err_lanes:
+	free(job->lanes);
 err_sets:
 	free(job->sets);
 err_job:
@@ -96,6 +106,8 @@ void
 tally_job_reset(struct tally_job *job)
 {
 	memset(job->sets, 0, (size_t)job->conf.window * 2 * sizeof(*job->sets));
+	memset(job->seen, 0, (size_t)job->seen_ports * job->seen_stride *
+		sizeof(*job->seen));
 }
 
 void
@@ -104,6 +116,7 @@ tally_job_destroy(struct tally_job *job)
 	if (job == NULL)
 		return;
 	free_keys(job);
+	free(job->seen);
 	free(job->lanes);
 	free(job->sets);
 	free(job);

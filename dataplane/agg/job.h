@@ -25,6 +25,11 @@ struct tally_job_conf {
 	uint16_t window;	/* slots, 1..TALLY_MAX_WINDOW */
 	uint16_t max_elems;	/* elements a packet, 1..TALLY_MAX_ELEMS */
 	uint8_t narrow;		/* results in the contributions' width */
+	uint16_t nports;	/* ports the slots are spread over (tally-dp:
+				 * its worker lcores): slot s arrives on
+				 * port s % nports, each port's frames from
+				 * a member in the order it sent them; 0
+				 * counts as 1 */
 	struct tally_addr members[TALLY_MAX_WORKERS]; /* by rank */
 	struct tally_addr group; /* results to this IPv4 multicast group
 				  * and port, one frame a round; ip 0:
@@ -108,6 +113,13 @@ struct tally_job {
 	struct tally_set *sets;	/* [slot * 2 + set] */
 	uint32_t *lanes;	/* [(slot * 2 + set) * stride] */
 	uint32_t stride;	/* lanes a set, max_elems rounded up to 16 */
+	uint32_t *seen;		/* [port * seen_stride + rank]: the latest
+				 * sequence number (flag SEQ) of the member
+				 * on the port; 0 before its first
+				 * (tally_agg_process()) */
+	uint32_t seen_stride;	/* entries a port: world, rounded up to a
+				 * cache line, so no two lcores share one */
+	uint16_t seen_ports;	/* rows: nports, at most the window */
 	struct tally_mac_key *mac; /* auth: expanded keys, [0] the results',
 				 * [1 + 2 r] rank r's up, [2 + 2 r] its
 				 * down (tally_job_mac()); NULL: plain */
@@ -137,6 +149,16 @@ static inline const struct tally_mac_key *
 tally_job_mac(const struct tally_job *job, unsigned int i)
 {
 	return &job->mac[i];
+}
+
+/* The seen entry of member rank for the port of slot. */
+static inline uint32_t *
+tally_job_seen(const struct tally_job *job, unsigned int slot,
+	unsigned int rank)
+{
+	unsigned int port = job->seen_ports > 1 ? slot % job->seen_ports : 0;
+
+	return &job->seen[(size_t)port * job->seen_stride + rank];
 }
 
 static inline struct tally_set *

@@ -144,9 +144,12 @@ static struct tally_job *
 job_new(const struct tally_dp *dp, const struct tally_job_conf *conf,
 	unsigned int encs)
 {
-	struct tally_job *job = tally_job_create(conf);
+	struct tally_job_conf c = *conf;
+	struct tally_job *job;
 	struct tally_dp_jobx *x;
 
+	c.nports = dp->nworkers;	/* slot s on lcore s % nworkers */
+	job = tally_job_create(&c);
 	if (job == NULL)
 		return NULL;
 	x = rte_zmalloc("tally_dp_jobx", sizeof(*x), RTE_CACHE_LINE_SIZE);

@@ -353,6 +353,11 @@ contribution(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		tally_net_neigh_learn(lc->neigh, rx->src.ip, &rx->src_mac);
 	if (k >= TALLY_V_COMPLETE)
 		answer(dp, lc, o, &v, rx, rr, c);
+	/* The sender's frames before this one went missing: say so. */
+	if (unlikely(v.gap_n != 0) &&
+			tally_agg_gap(&v, rx->payload, rx->len, &v) ==
+			TALLY_V_NACK)
+		answer(dp, lc, o, &v, rx, rr, c);
 }
 
 /*

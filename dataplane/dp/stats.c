@@ -28,7 +28,8 @@ static const struct field fields[] = {
 	AGG("agg_rx", rx), AGG("contributions", accepted),
 	AGG("elements", elements), AGG("completed", completed),
 	AGG("retransmissions_served", resent), AGG("duplicates", duplicates),
-	AGG("nacks", nacks),
+	AGG("nacks", nacks), AGG("gap_nacks", gap_nacks),
+	AGG("gap_lost", gap_lost),
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -90,9 +91,10 @@ tally_dp_counters(const struct tally_dp *dp, int index,
 	unsigned int n = 0;
 
 	for (unsigned int k = 0; k < NFIELDS + NDROPS; k++) {
-		/* Slot 0 of each drop array is "ok": not a drop. */
-		if (k == NFIELDS || k == NFIELDS + NET0 ||
-				k == NFIELDS + ROCE0)
+		/* Slot 0 of each drop array is "ok": not a drop; nor is
+		 * a gap (gap_nacks counts those). */
+		if (k == NFIELDS || k == NFIELDS + TALLY_ST_GAP ||
+				k == NFIELDS + NET0 || k == NFIELDS + ROCE0)
 			continue;
 		if (n < max) {
 			out[n].name = k < NFIELDS ? fields[k].name :

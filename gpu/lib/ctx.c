@@ -217,6 +217,25 @@ check_transport(const struct tally_ctx_opts *o)
 }
 
 /*
+ * Sequence numbers on every fresh contribution, one count a dataplane
+ * port (docs/protocol.md, "Gaps"), unless TALLY_GAP=0 (to compare): the
+ * dataplane then NACKs a frame lost on the way in as soon as a later
+ * one arrives. UDP only: each port's frames arrive in order there.
+ */
+static int
+gap_seq(struct tally_ctx *ctx)
+{
+	const char *env = getenv("TALLY_GAP");
+
+	if (env != NULL && strcmp(env, "0") == 0)
+		return 0;
+	ctx->tx_seq = calloc(ctx->dp_nports, sizeof(*ctx->tx_seq));
+	if (ctx->tx_seq == NULL)
+		return tally_ctx_open_fail(-ENOMEM, "out of memory");
+	return 0;
+}
+
+/*
  * Opens ctx's transport: uc's UDP socket, an AF_XDP socket toward the
  * same ports, or o's RDMA queue pair (its packets as large as ctx's).
  * 0 or -errno with open_err set.
@@ -247,7 +266,7 @@ open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
 				"%s:%u: %s", o->bind_addr != NULL ?
 				o->bind_addr : "0.0.0.0", o->bind_port,
 				strerror(errno));
-		return 0;
+		return gap_seq(ctx);
 	}
 	ctx->tp = tally_verbs_transport_create(&vc, why, sizeof(why));
 	if (ctx->tp == NULL)
@@ -298,6 +317,9 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	*out = ctx;
 	return 0;
 err_free:
+	if (ctx->tp != NULL)
+		tally_transport_destroy(ctx->tp);
+	free(ctx->tx_seq);
 	free_keys(ctx);
 	free(ctx->rxbuf);
 	free(ctx->due);
@@ -317,6 +339,7 @@ tally_ctx_close(struct tally_ctx *ctx)
 	tally_state_free(ctx->state);
 	free(ctx->fixp);
 	free(ctx->stage);
+	free(ctx->tx_seq);
 	free_keys(ctx);
 	free(ctx->rxbuf);
 	free(ctx->due);
@@ -345,6 +368,7 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		st->rack = ctx->retx.st.rack;
 		st->probes = ctx->retx.st.probes;
 		st->timeouts = ctx->retx.st.timeouts;
+		st->gap_resends = ctx->retx.st.gap;
 		st->tp_errors = ctx->tp->errors;
 	}
 }

@@ -48,6 +48,11 @@ struct tally_slot {
 struct tally_ctx {
 	struct tally_transport *tp;
 	uint16_t dp_nports;		/* the dataplane's ports (lcores) */
+	uint32_t *tx_seq;		/* [dp_nports]: the latest sequence
+					 * number sent to each port (flag
+					 * SEQ, docs/protocol.md "Gaps");
+					 * NULL: none sent (rdma, or
+					 * TALLY_GAP=0) */
 	uint16_t job;
 	uint64_t token;
 	uint8_t rank;

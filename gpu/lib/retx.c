@@ -332,6 +332,19 @@ tail_probe(struct tally_retx *rx, uint64_t now, uint32_t *out)
 	return 1;
 }
 
+int
+tally_retx_gap(struct tally_retx *rx, uint32_t i, uint64_t now)
+{
+	struct tally_retx_unit *u;
+
+	if (i >= rx->n || !(u = &rx->u[i])->busy || u->ntx != 1)
+		return 0;
+	resend(rx, u, now, TALLY_RETX_GAP);
+	u->due_ns = tally_retx_deadline(rx, now, u->rto_us);
+	rx->st.gap++;
+	return 1;
+}
+
 unsigned int
 tally_retx_poll(struct tally_retx *rx, uint64_t now, uint32_t *out,
 	unsigned int max)

@@ -21,6 +21,8 @@
  *   it expires only when nothing at all comes back; then only the oldest
  *   packet goes again (a stalled member is far more likely than a window
  *   lost whole, and the probe's answer lets RACK find the rest).
+ * And, outside this order, as soon as the aggregator says so: a NACK gap
+ * names packets it knows lost (tally_retx_gap()).
  * A retransmission found spurious (its answer came sooner than the
  * retransmission could have produced it, or the aggregator answered it
  * from a result this worker already had) is counted and undoes the
@@ -40,6 +42,7 @@ enum tally_retx_why {
 	TALLY_RETX_RACK,	/* loss inferred from later answers */
 	TALLY_RETX_PROBE,	/* tail probe */
 	TALLY_RETX_RTO,		/* the timer */
+	TALLY_RETX_GAP,		/* the aggregator saw it lost (NACK gap) */
 };
 
 /* One lane's outstanding packet. */
@@ -62,6 +65,7 @@ struct tally_retx_stats {
 	uint64_t rack;		/* retransmissions on an inferred loss */
 	uint64_t probes;	/* tail probes */
 	uint64_t timeouts;	/* retransmissions on the timer */
+	uint64_t gap;		/* retransmissions on a NACK gap */
 	uint64_t spurious;	/* retransmissions found needless */
 	uint64_t undone;	/* of those, back-offs undone */
 };
@@ -139,6 +143,15 @@ void tally_retx_woke(struct tally_retx *rx, uint64_t asked_ns,
  */
 unsigned int tally_retx_poll(struct tally_retx *rx, uint64_t now,
 	uint32_t *out, unsigned int max);
+
+/*
+ * The aggregator says unit i's packet never reached it (a NACK gap: one
+ * sent after it did). Returns 1 when it goes again now (marked so; the
+ * caller sends it), 0 when it is not outstanding or already went again:
+ * a gap NACK sends a packet once at most, and never one that RACK, a
+ * probe or the timer already sent again.
+ */
+int tally_retx_gap(struct tally_retx *rx, uint32_t i, uint64_t now);
 
 /* The earliest time tally_retx_poll() may have something to send. */
 uint64_t tally_retx_next(const struct tally_retx *rx);

@@ -148,6 +148,11 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		.round = slot->round,
 	};
 
+	if (ctx->tx_seq != NULL) {	/* docs/protocol.md, "Gaps" */
+		h.flags |= TALLY_F_SEQ;
+		h.next_block = ++ctx->tx_seq[s % ctx->dp_nports];
+	}
+
 	if (run->r->encode != NULL)
 		run->r->encode(run->r, h.offset, h.count);
 	tally_hdr_encode(&h, slot->hdr);
@@ -273,6 +278,42 @@ nack_hint(unsigned int status)
 	}
 }
 
+/*
+ * A NACK gap: the dataplane got a later frame of this worker on the
+ * slot's port, but not frames next_block .. + count - 1 (sequence
+ * numbers on that port). Those of its chunks still outstanding go again
+ * at once, flushed before anything more is read (see the head of this
+ * file), each at most once and only if nothing sent it again yet.
+ */
+static void
+take_gap(struct run *run, const struct tally_hdr *h)
+{
+	struct tally_ctx *ctx = run->ctx;
+	uint16_t np = ctx->dp_nports;
+	uint64_t now = tally_lib_now_ns();
+	unsigned int n = 0;
+
+	ctx->st.gap_nacks++;
+	if (ctx->tx_seq == NULL || h->slot >= ctx->window)
+		return;
+	for (uint32_t s = h->slot % np; s < ctx->window; s += np) {
+		struct tally_slot *slot = &ctx->slots[s];
+
+		if (!slot->busy || !(slot->hdr[4] & TALLY_F_SEQ) ||
+				tally_ld_be32(slot->hdr + 28) - h->next_block >=
+				h->count ||
+				!tally_retx_gap(&ctx->retx, s, now))
+			continue;
+		slot->hdr[4] |= TALLY_F_RETX;
+		slot->retx = 1;
+		ctx->st.retransmits++;
+		queue(run, (uint16_t)s);
+		n++;
+	}
+	if (n > 0)
+		flush(run);
+}
+
 static void
 take_nack(struct run *run, const struct tally_hdr *h)
 {
@@ -283,6 +324,10 @@ take_nack(struct run *run, const struct tally_hdr *h)
 		return;
 	}
 	ctx->st.nacks++;
+	if (h->status == TALLY_ST_GAP) {
+		take_gap(run, h);
+		return;
+	}
 	if (!is_outstanding(run, h))
 		return;		/* about a packet no longer in question */
 	run->err = tally_ctx_fail(ctx, -EPROTO, "dataplane refused the chunk "

@@ -47,6 +47,8 @@ enum tally_pkt_type {
 #define TALLY_F_SET	0x04	/* shadow set 1 of the slot (clear: set 0) */
 #define TALLY_F_SPARSE	0x08	/* block-sparse stream: next_block is valid */
 #define TALLY_F_AUTH	0x10	/* a TALLY_TAG_LEN-byte tag ends the packet */
+#define TALLY_F_SEQ	0x20	/* dense contribution: next_block is the
+				 * sender's sequence number on this port */
 
 /* Element encodings (the enc field). */
 enum tally_enc {
@@ -83,7 +85,9 @@ enum tally_status {
 	TALLY_ST_STALE = 14,	 /* a round the sender has moved past */
 	TALLY_ST_BAD_AUTH = 15,	 /* authenticated job: no tag, or a wrong one;
 				  * plain job: a tag */
-	TALLY_ST_MAX_ = 16
+	TALLY_ST_GAP = 16,	 /* not a refusal: the sender's packets named
+				  * in the NACK never arrived (flag SEQ) */
+	TALLY_ST_MAX_ = 17
 };
 
 /* The header as it lies on the wire: 40 bytes, fields big-endian. */
@@ -387,6 +391,7 @@ tally_status_name(unsigned int st)
 		[TALLY_ST_EARLY] = "early",
 		[TALLY_ST_STALE] = "stale",
 		[TALLY_ST_BAD_AUTH] = "bad_auth",
+		[TALLY_ST_GAP] = "gap",
 	};
 
 	return st < TALLY_ST_MAX_ ? names[st] : "unknown";

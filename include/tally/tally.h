@@ -427,6 +427,12 @@ struct tally_ctx_stats {
 				 * context (rdma: completions with an
 				 * error status; the first one's status
 				 * is in tally_ctx_error()) */
+	uint64_t gap_nacks;	/* NACKs gap: the dataplane saw this
+				 * worker's frames lost on the way in
+				 * (docs/protocol.md, "Gaps") */
+	uint64_t gap_resends;	/* retransmissions those NACKs asked for
+				 * (of retransmits; each chunk at most once,
+				 * and none that already went again) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

@@ -91,7 +91,7 @@ def check_codes(doc):
 		"NACK": pc.T_NACK}, "packet types: %s" % types)
 	flags = {r[1]: num(r[0]) for r in table(doc, "### Flags")}
 	ok(flags == {"RETX": pc.F_RETX, "LAST": pc.F_LAST, "SET": pc.F_SET,
-		"SPARSE": pc.F_SPARSE, "AUTH": pc.F_AUTH},
+		"SPARSE": pc.F_SPARSE, "AUTH": pc.F_AUTH, "SEQ": pc.F_SEQ},
 		"flags: %s" % flags)
 	encs = {r[1]: num(r[0]) for r in table(doc, "### Encodings")}
 	ok(encs.get("f32") == pc.ENC_F32 and encs.get("i32") == pc.ENC_I32,

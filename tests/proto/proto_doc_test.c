@@ -250,11 +250,11 @@ flags_match(void **state)
 	static const struct constant c[] = {
 		{ "RETX", TALLY_F_RETX }, { "LAST", TALLY_F_LAST },
 		{ "SET", TALLY_F_SET }, { "SPARSE", TALLY_F_SPARSE },
-		{ "AUTH", TALLY_F_AUTH },
+		{ "AUTH", TALLY_F_AUTH }, { "SEQ", TALLY_F_SEQ },
 	};
 
 	(void)state;
-	check_constants("### Flags", c, 5, 1);
+	check_constants("### Flags", c, 6, 1);
 }
 
 static void
