@@ -1239,7 +1239,8 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 	printf("stats: packets_sent %llu, retransmits %llu, results %llu, "
 		"duplicates %llu, nacks %llu, bytes_sent %llu, "
 		"bytes_received %llu, bundled %llu, stale %llu, forged %llu, "
-		"rack %llu, probes %llu, timeouts %llu, spurious %llu\n",
+		"rack %llu, probes %llu, timeouts %llu, spurious %llu, "
+		"gap_nacks %llu, gap_resends %llu\n",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1253,7 +1254,9 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->rack,
 		(unsigned long long)s->probes,
 		(unsigned long long)s->timeouts,
-		(unsigned long long)s->spurious);
+		(unsigned long long)s->spurious,
+		(unsigned long long)s->gap_nacks,
+		(unsigned long long)s->gap_resends);
 	if (o->have_scale && a->bound > 0.0)
 		printf("precision: scale 2^%d, worst error %.3g of max |x|, "
 			"bound %.3g\n", o->scale_exp, a->worst, a->bound);
@@ -1319,7 +1322,7 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		"\"bytes_sent\":%llu,\"bytes_received\":%llu,"
 		"\"bundled\":%llu,\"stale\":%llu,\"forged\":%llu,"
 		"\"rack\":%llu,\"probes\":%llu,\"timeouts\":%llu,"
-		"\"spurious\":%llu},",
+		"\"spurious\":%llu,\"gap_nacks\":%llu,\"gap_resends\":%llu},",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1333,7 +1336,9 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->rack,
 		(unsigned long long)s->probes,
 		(unsigned long long)s->timeouts,
-		(unsigned long long)s->spurious);
+		(unsigned long long)s->spurious,
+		(unsigned long long)s->gap_nacks,
+		(unsigned long long)s->gap_resends);
 	if (o->cuda) {
 		printf("\"cuda\":{\"device\":");
 		bench_json_string(stdout, a->dev != NULL ? a->dev->device :

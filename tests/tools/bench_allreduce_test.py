@@ -192,14 +192,15 @@ def report_loss():
     tally sent 2 x 1000 packets, 2 again (0.10 %, under 0.5 %: met);
     tally+loss 2 x 1000, 2 x 60 again (6.00 %), of them 2 x 20 found
     spurious (2.00 %), 2 x 55 on RACK's word, 2 x 1 probes, 2 x 4 on the
-    timer; tally-dp dropped 2 x 30 duplicates and served 2 x 12."""
+    timer, 2 x 3 on a NACK gap; tally-dp dropped 2 x 30 duplicates and
+    served 2 x 12."""
     d = tempfile.mkdtemp(prefix="ba-report.")
     for rep, (a, b) in enumerate(((0.010, 0.012), (0.012, 0.014)), 1):
         put(d, "tally", MIB, rep, tally([a, 0.02], [0.004] * 2,
                                         [0.002] * 2, [[1, 2]] * 2,
                                         retx=1, spurious=0))
         r = tally([b], [0.004], [0.002], [[1, 2]], retx=60, spurious=20)
-        r.update(rack=55, probes=1, timeouts=4,
+        r.update(rack=55, probes=1, timeouts=4, gap_resends=3,
                  dp_stats={"duplicates": 30, "retransmissions_served": 12})
         put(d, "tally+loss", MIB, rep, r)
         put(d, "tally", 4 * MIB, rep, tally([0.040], [0.01], [0.004],
@@ -219,7 +220,8 @@ def report_loss():
         if w:
             rows.setdefault(w[0], []).append(w[1:])
     ok(rows.get("tally+loss", [[]])[0] ==
-       ["0.013", "1.18x", "6.00", "2.00", "110", "2", "8", "60", "24"],
+       ["0.013", "1.18x", "6.00", "2.00", "110", "2", "8", "6", "60",
+        "24"],
        f"report --loss: 1 MiB lossy row ({rows.get('tally+loss')})")
     ok(rows.get("tally", [[]])[0][:3] == ["0.011", "-", "0.10"],
        f"report --loss: 1 MiB lossless row ({rows.get('tally')})")

@@ -97,7 +97,8 @@ def cell(system, size, runs):
         c["retransmit_pct"] = 100.0 * sum(r["retransmits"] for r in good) / sent
         c["spurious_pct"] = 100.0 * sum(r.get("spurious", 0)
                                         for r in good) / sent
-        for k in ("retransmits", "spurious", "rack", "probes", "timeouts"):
+        for k in ("retransmits", "spurious", "rack", "probes", "timeouts",
+                  "gap_resends"):
             c[k] = sum(r.get(k, 0) for r in good)
         dp = [r["dp_stats"] for r in good if "dp_stats" in r]
         if len(dp) == len(good):
@@ -260,7 +261,7 @@ def print_loss(a, cells, verdicts):
           f"at every worker's link in the +loss rows")
     hdr = (f"{'size':<9} {'system':<14} {'median s':>9} {'ratio':>6} "
            f"{'retx %':>6} {'spur %':>6} {'rack':>6} {'probes':>6} "
-           f"{'rto':>5} {'dups':>6} {'served':>6}")
+           f"{'rto':>5} {'gap':>5} {'dups':>6} {'served':>6}")
     print(hdr)
     print("-" * len(hdr))
     ratio = {(v["size"], v["what"].split(" ")[0]): v.get("ratio")
@@ -282,12 +283,15 @@ def print_loss(a, cells, verdicts):
               + fmt(c.get("rack"), "d", 6) + " "
               + fmt(c.get("probes"), "d", 6) + " "
               + fmt(c.get("timeouts"), "d", 5) + " "
+              + fmt(c.get("gap_resends"), "d", 5) + " "
               + fmt(c.get("dp_duplicates"), "d", 6) + " "
               + fmt(c.get("dp_served"), "d", 6))
     print()
     print("ratio: the +loss median / the lossless median; retx %, spur %: "
           "packets the workers sent twice,\nand those found needless, of "
-          "all they sent; rack, probes, rto: retransmissions by cause;\n"
+          "all they sent; rack, probes, rto, gap: retransmissions by "
+          "cause\n(gap: on tally-dp's NACK gap, a frame lost on the way "
+          "in);\n"
           "dups: retransmissions tally-dp dropped (the round still open, "
           "their first copy counted);\nserved: results tally-dp sent again "
           "from a completed round; counts summed over the repetitions")
