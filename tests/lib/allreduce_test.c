@@ -527,7 +527,7 @@ loss_5_percent(void **state)
 {
 	struct loopagg_conf ac = agg_conf(WORLD);
 	struct loopagg_stats st;
-	uint64_t retx = 0;
+	uint64_t retx = 0, gap_nacks = 0, gap_resends = 0;
 	unsigned int r;
 
 	(void)state;
@@ -536,8 +536,25 @@ loss_5_percent(void **state)
 	ac.dup = 0.02;
 	ac.seed = 42;
 	run_world(&ac, WORLD, 0, PLAN(lossy), &st);
-	for (r = 0; r < WORLD; r++)
+	for (r = 0; r < WORLD; r++) {
 		retx += workers[r].st.retransmits;
+		gap_nacks += workers[r].st.gap_nacks;
+		gap_resends += workers[r].st.gap_resends;
+	}
+	/* Frames lost on the way in: most NACKed (a gap shows once the
+	 * member's next frame arrives), each NACK's chunks sent again at
+	 * once unless something sent them again already. */
+	print_message("# lost up %llu; NACK gap %llu (%llu frames), %llu "
+		"received, %llu resends on them; %llu retransmissions\n",
+		(unsigned long long)st.lost_up,
+		(unsigned long long)st.agg.gap_nacks,
+		(unsigned long long)st.agg.gap_lost,
+		(unsigned long long)gap_nacks,
+		(unsigned long long)gap_resends, (unsigned long long)retx);
+	assert_true(st.agg.gap_nacks > 0);
+	assert_true(st.agg.gap_lost <= st.lost_up);
+	assert_true(gap_nacks > 0 && gap_nacks <= st.agg.gap_nacks * 2);
+	assert_true(gap_resends > 0 && gap_resends <= retx);
 	assert_true(st.lost_up > 0);
 	assert_true(st.lost_down > 0);
 	assert_true(st.duplicated > 0);

@@ -231,10 +231,15 @@ contribution(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	struct tally_addr src = {
 		.ip = from->sin_addr.s_addr, .port = from->sin_port,
 	};
-	struct tally_verdict v;
+	struct tally_verdict v, g;
+	enum tally_verdict_kind k;
 	unsigned int r;
 
-	switch (tally_agg_process(a->tab, &a->st.agg, pkt, len, &src, &v)) {
+	k = tally_agg_process(a->tab, &a->st.agg, pkt, len, &src, &v);
+	/* The sender's frames before this one were lost: a NACK gap. */
+	if (v.gap_n != 0 && tally_agg_gap(&v, pkt, len, &g) == TALLY_V_NACK)
+		emit(a, fd, from, &g.hdr, NULL, 0, g.tagged ? g.tag : NULL);
+	switch (k) {
 	case TALLY_V_DROP:
 		return;
 	case TALLY_V_TAKEN:
@@ -405,6 +410,7 @@ make_job(struct loopagg *a)
 		.window = a->conf.window,
 		.max_elems = a->conf.max_elems,
 		.narrow = a->conf.narrow,
+		.nports = (uint16_t)a->conf.nports,
 	};
 	unsigned int r;
 
