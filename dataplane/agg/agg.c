@@ -98,7 +98,8 @@ start_round(struct tally_set *set, const struct tally_hdr *h,
 	set->scale_exp = h->scale_exp;
 	set->type = h->type;
 	set->enc = h->enc;
-	set->flags = h->flags & (TALLY_F_LAST | TALLY_F_SPARSE);
+	set->flags = h->flags & (TALLY_F_LAST | TALLY_F_SPARSE |
+		(sparse ? 0 : TALLY_F_SEQ));
 	if (sparse)
 		set->next_min = h->next_block;
 	set->ncontrib = 0;
@@ -127,8 +128,10 @@ result(const struct tally_job *job, const struct tally_set *set,
 	r->offset = set->offset;
 	r->count = set->count;
 	r->scale_exp = set->scale_exp;
-	/* A block-sparse result names the stream's next round's block. */
-	r->next_block = sparse ? set->next_min : TALLY_NO_BLOCK;
+	/* A block-sparse result names the stream's next round's block; a
+	 * numbered dense one (SEQ) its number on the port. */
+	r->next_block = sparse || (set->flags & TALLY_F_SEQ) ? set->next_min :
+		TALLY_NO_BLOCK;
 	r->round = round;
 	v->payload = tally_job_lanes(job, slot, b);
 	v->payload_len = set->res_len;
@@ -165,6 +168,23 @@ again(struct tally_job *job, struct tally_agg_stats *st,
 	st->resent++;
 	return result(job, cur, h->slot, h->round & 1, h->round,
 		TALLY_V_RESEND, v, sparse);
+}
+
+/*
+ * Numbers the result of the round cur just completed on slot
+ * (docs/protocol.md, "Gaps"): one up a port, in its low 16 bits, with
+ * the slot of the port's result before it in its high 16, so that a
+ * member that lost that one knows which it was. Stored in the set, for
+ * a result sent again.
+ */
+static inline void
+number(const struct tally_job *job, struct tally_set *cur, unsigned int slot)
+{
+	uint32_t *port = tally_job_seen(job, slot, job->conf.world);
+
+	port[0]++;
+	cur->next_min = port[1] << 16 | (port[0] & 0xffff);
+	port[1] = slot;
 }
 
 /*
@@ -222,6 +242,8 @@ count_in(struct tally_job *job, struct tally_agg_stats *st,
 		cur->count, job->conf.world);
 	cur->complete = 1;
 	st->completed++;
+	if (!sparse && (cur->flags & TALLY_F_SEQ))
+		number(job, cur, h->slot);
 	return result(job, cur, h->slot, b, h->round, TALLY_V_COMPLETE, v,
 		sparse);
 }

@@ -75,7 +75,7 @@ tally_job_create(const struct tally_job_conf *conf)
 	job->seen_ports = conf->nports > 1 ? conf->nports : 1;
 	if (job->seen_ports > conf->window)
 		job->seen_ports = conf->window;
-	job->seen_stride = (conf->world + 15u) & ~15u;
+	job->seen_stride = (conf->world + 2u + 15u) & ~15u;
 	if (posix_memalign((void **)&job->seen, 64, (size_t)job->seen_ports *
 			job->seen_stride * sizeof(*job->seen)) != 0)
 		goto err_lanes;

@@ -116,9 +116,12 @@ struct tally_job {
 	uint32_t *seen;		/* [port * seen_stride + rank]: the latest
 				 * sequence number (flag SEQ) of the member
 				 * on the port; 0 before its first
-				 * (tally_agg_process()) */
-	uint32_t seen_stride;	/* entries a port: world, rounded up to a
-				 * cache line, so no two lcores share one */
+				 * (tally_agg_process()); [.. + world]:
+				 * the port's results numbered so far,
+				 * [.. + world + 1] the slot of its latest */
+	uint32_t seen_stride;	/* entries a port: world + 2, rounded up
+				 * to a cache line, so no two lcores share
+				 * one */
 	uint16_t seen_ports;	/* rows: nports, at most the window */
 	struct tally_mac_key *mac; /* auth: expanded keys, [0] the results',
 				 * [1 + 2 r] rank r's up, [2 + 2 r] its
@@ -151,7 +154,8 @@ tally_job_mac(const struct tally_job *job, unsigned int i)
 	return &job->mac[i];
 }
 
-/* The seen entry of member rank for the port of slot. */
+/* The seen entry of member rank for the port of slot (rank world: the
+ * port's result count, then its latest result's slot). */
 static inline uint32_t *
 tally_job_seen(const struct tally_job *job, unsigned int slot,
 	unsigned int rank)

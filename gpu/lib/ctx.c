@@ -220,7 +220,9 @@ check_transport(const struct tally_ctx_opts *o)
  * Sequence numbers on every fresh contribution, one count a dataplane
  * port (docs/protocol.md, "Gaps"), unless TALLY_GAP=0 (to compare): the
  * dataplane then NACKs a frame lost on the way in as soon as a later
- * one arrives. UDP only: each port's frames arrive in order there.
+ * one arrives, and numbers its results, so that a result lost on the
+ * way back shows when the next one comes. UDP only: each port's frames
+ * arrive in order there.
  */
 static int
 gap_seq(struct tally_ctx *ctx)
@@ -229,9 +231,10 @@ gap_seq(struct tally_ctx *ctx)
 
 	if (env != NULL && strcmp(env, "0") == 0)
 		return 0;
-	ctx->tx_seq = calloc(ctx->dp_nports, sizeof(*ctx->tx_seq));
+	ctx->tx_seq = calloc(2 * (size_t)ctx->dp_nports, sizeof(*ctx->tx_seq));
 	if (ctx->tx_seq == NULL)
 		return tally_ctx_open_fail(-ENOMEM, "out of memory");
+	ctx->rx_seq = ctx->tx_seq + ctx->dp_nports;
 	return 0;
 }
 

@@ -53,6 +53,9 @@ struct tally_ctx {
 					 * SEQ, docs/protocol.md "Gaps");
 					 * NULL: none sent (rdma, or
 					 * TALLY_GAP=0) */
+	uint32_t *rx_seq;		/* [dp_nports]: the latest result
+					 * number from each port (flag SEQ);
+					 * with tx_seq, in its allocation */
 	uint16_t job;
 	uint64_t token;
 	uint8_t rank;

@@ -314,6 +314,48 @@ take_gap(struct run *run, const struct tally_hdr *h)
 		flush(run);
 }
 
+/*
+ * A numbered result (flag SEQ) from the slot's port: results of a port
+ * come in the order the dataplane completed their rounds, every member
+ * getting every one, numbered in next_block's low 16 bits, with the
+ * slot of the port's result before in the high 16. A number skipped is
+ * a result lost on the way here; when one alone is missing, that slot
+ * names its chunk, which goes again at once (the dataplane answers it
+ * from its stored result), unless it went again already. One compare
+ * when nothing was lost.
+ */
+static void
+result_seq(struct run *run, const struct tally_hdr *h, uint64_t now)
+{
+	struct tally_ctx *ctx = run->ctx;
+	uint32_t *last = &ctx->rx_seq[h->slot % ctx->dp_nports];
+	uint32_t num = h->next_block & 0xffff, prev = h->next_block >> 16;
+	uint32_t d = (num - *last) & 0xffff;
+	struct tally_slot *slot;
+
+	if (__builtin_expect(d == 1, 1)) {
+		*last = num;
+		return;
+	}
+	if (d == 0 || d >= 0x8000)
+		return;		/* an older result again */
+	*last = num;
+	if (d - 1 > ctx->window)
+		return;		/* no loss a window allows: restarted */
+	ctx->st.result_gaps++;
+	if (d != 2 || prev >= ctx->window || prev == h->slot)
+		return;
+	slot = &ctx->slots[prev];
+	if (!slot->busy || !(slot->hdr[4] & TALLY_F_SEQ) ||
+			!tally_retx_gap(&ctx->retx, prev, now))
+		return;
+	slot->hdr[4] |= TALLY_F_RETX;
+	slot->retx = 1;
+	ctx->st.retransmits++;
+	queue(run, (uint16_t)prev);
+	flush(run);
+}
+
 static void
 take_nack(struct run *run, const struct tally_hdr *h)
 {
@@ -381,6 +423,9 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		take_nack(run, &h);
 		return;
 	}
+	if ((h.flags & TALLY_F_SEQ) && ctx->rx_seq != NULL &&
+			h.slot < ctx->window)
+		result_seq(run, &h, now);
 	if (h.type != run->res_type || h.enc != run->res_enc ||
 			h.scale_exp != run->r->scale_exp ||
 			!is_outstanding(run, &h)) {

@@ -430,9 +430,13 @@ struct tally_ctx_stats {
 	uint64_t gap_nacks;	/* NACKs gap: the dataplane saw this
 				 * worker's frames lost on the way in
 				 * (docs/protocol.md, "Gaps") */
-	uint64_t gap_resends;	/* retransmissions those NACKs asked for
-				 * (of retransmits; each chunk at most once,
-				 * and none that already went again) */
+	uint64_t result_gaps;	/* results found lost on the way back: a
+				 * later-numbered one came first (flag SEQ,
+				 * docs/protocol.md "Gaps") */
+	uint64_t gap_resends;	/* retransmissions those NACKs and gaps
+				 * asked for (of retransmits; each chunk at
+				 * most once, and none that already went
+				 * again) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

@@ -1240,7 +1240,7 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		"duplicates %llu, nacks %llu, bytes_sent %llu, "
 		"bytes_received %llu, bundled %llu, stale %llu, forged %llu, "
 		"rack %llu, probes %llu, timeouts %llu, spurious %llu, "
-		"gap_nacks %llu, gap_resends %llu\n",
+		"gap_nacks %llu, result_gaps %llu, gap_resends %llu\n",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1256,6 +1256,7 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->timeouts,
 		(unsigned long long)s->spurious,
 		(unsigned long long)s->gap_nacks,
+		(unsigned long long)s->result_gaps,
 		(unsigned long long)s->gap_resends);
 	if (o->have_scale && a->bound > 0.0)
 		printf("precision: scale 2^%d, worst error %.3g of max |x|, "
@@ -1322,7 +1323,8 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		"\"bytes_sent\":%llu,\"bytes_received\":%llu,"
 		"\"bundled\":%llu,\"stale\":%llu,\"forged\":%llu,"
 		"\"rack\":%llu,\"probes\":%llu,\"timeouts\":%llu,"
-		"\"spurious\":%llu,\"gap_nacks\":%llu,\"gap_resends\":%llu},",
+		"\"spurious\":%llu,\"gap_nacks\":%llu,\"result_gaps\":%llu,"
+		"\"gap_resends\":%llu},",
 		(unsigned long long)s->packets_sent,
 		(unsigned long long)s->retransmits,
 		(unsigned long long)s->results,
@@ -1338,6 +1340,7 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		(unsigned long long)s->timeouts,
 		(unsigned long long)s->spurious,
 		(unsigned long long)s->gap_nacks,
+		(unsigned long long)s->result_gaps,
 		(unsigned long long)s->gap_resends);
 	if (o->cuda) {
 		printf("\"cuda\":{\"device\":");
