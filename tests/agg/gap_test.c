@@ -323,6 +323,51 @@ not_counted(void **state)
 	assert_int_equal(st.gap_nacks, 0);
 }
 
+/* The result just sent is numbered num on its port, after prev's. */
+static void
+numbered(uint32_t prev, uint32_t num)
+{
+	assert_true(v.hdr.flags & TALLY_F_SEQ);
+	assert_int_equal(v.hdr.next_block, prev << 16 | num);
+}
+
+/*
+ * Results of numbered rounds are numbered one up a port, in completion
+ * order, each naming the slot of the port's result before it; a result
+ * sent again carries its number; a round whose contributions are not
+ * numbered gets a result without one.
+ */
+static void
+numbered_results(void **state)
+{
+	(void)state;
+	setup_job(2, 8, 2);
+	assert_int_equal(send_seq(0, 0, 0, 1, 0), TALLY_V_TAKEN);
+	assert_int_equal(send_seq(0, 2, 0, 2, 0), TALLY_V_TAKEN);
+	assert_int_equal(send_seq(1, 2, 0, 1, 0), TALLY_V_COMPLETE);
+	numbered(0, 1);
+	sum_is(2, 2);
+	assert_int_equal(send_seq(1, 0, 0, 2, 0), TALLY_V_COMPLETE);
+	numbered(2, 2);
+	assert_int_equal(send_seq(0, 1, 0, 1, 0), TALLY_V_TAKEN);
+	assert_int_equal(send_seq(1, 1, 0, 3, 0), TALLY_V_COMPLETE);
+	gap_of(1, 2);	/* rank 1's port-1 count starts at 1 */
+	numbered(0, 1);	/* port 1's own count */
+	assert_int_equal(send_seq(0, 2, 0, 2, 1), TALLY_V_RESEND);
+	numbered(0, 1);
+	assert_true(v.hdr.flags & TALLY_F_RETX);
+	assert_int_equal(send_seq(0, 4, 0, 3, 0), TALLY_V_TAKEN);
+	assert_int_equal(send_seq(1, 4, 0, 3, 0), TALLY_V_COMPLETE);
+	numbered(0, 3);
+	assert_int_equal(send_any(0, 6, 0, 0, 0, 0), TALLY_V_TAKEN);
+	assert_int_equal(send_any(1, 6, 0, 0, 0, 0), TALLY_V_COMPLETE);
+	assert_false(v.hdr.flags & TALLY_F_SEQ);
+	assert_int_equal(v.hdr.next_block, TALLY_NO_BLOCK);
+	assert_int_equal(send_seq(0, 0, 1, 4, 0), TALLY_V_TAKEN);
+	assert_int_equal(send_seq(1, 0, 1, 4, 0), TALLY_V_COMPLETE);
+	numbered(4, 4);
+}
+
 int
 main(void)
 {
@@ -335,6 +380,7 @@ main(void)
 		cmocka_unit_test_teardown(ports, teardown),
 		cmocka_unit_test_teardown(jumps, teardown),
 		cmocka_unit_test_teardown(not_counted, teardown),
+		cmocka_unit_test_teardown(numbered_results, teardown),
 	};
 
 	return cmocka_run_group_tests_name("agg-gap", tests, NULL, NULL);

@@ -15,7 +15,8 @@
  * has arrived before it asks what is overdue, as window.c does.
  *
  * With gap set, members number their fresh packets and the aggregator
- * NACKs a member's skipped numbers as soon as a later one arrives
+ * NACKs a member's skipped numbers as soon as a later one arrives, and
+ * numbers its results, each naming the lane of the one before
  * (docs/protocol.md, "Gaps"); the member sends those chunks again at
  * once (tally_retx_gap()), as window.c does.
  */
@@ -53,6 +54,8 @@ struct ev {
 	uint32_t seq;		/* EV_AGG: the packet's number; EV_MEMBER
 				 * with gapn: the first one missing */
 	uint16_t gapn;		/* EV_MEMBER: a NACK gap of gapn packets */
+	uint32_t num;		/* EV_MEMBER result: its number, 0: none */
+	uint16_t prev;		/*   the lane of the result before it */
 };
 
 struct answer {
@@ -61,6 +64,8 @@ struct answer {
 	uint8_t resent;
 	uint16_t gapn;		/* a NACK gap: packets first .. + gapn - 1 */
 	uint32_t first;
+	uint32_t num;		/* a result's number (0: none) */
+	uint16_t prev;		/*   the lane of the one before it */
 };
 
 struct member {
@@ -70,6 +75,7 @@ struct member {
 	uint8_t busy[W];
 	uint32_t seq[W];	/* the number of the lane's packet */
 	uint32_t tx_seq;	/* the latest number sent */
+	uint32_t rx_num;	/* the latest result number taken */
 	uint8_t lost[W];	/* a copy of the lane's round, or its
 				 * result to this member, was lost */
 	uint32_t started, done;
@@ -87,6 +93,8 @@ struct lane {			/* the aggregator's slot */
 	uint8_t counted;	/* members counted in round */
 	uint8_t complete;
 	uint64_t first_at;	/* the round's first copy arrived */
+	uint32_t num;		/* its result's number and the lane before */
+	uint16_t prev;
 };
 
 struct gsim {
@@ -101,8 +109,10 @@ struct gsim {
 	struct member m[NM];
 	struct lane lane[W];
 	uint32_t latest[NM];	/* the aggregator's latest number */
+	uint32_t res_num;	/* results numbered so far */
+	uint16_t res_prev;	/* the lane of the latest */
 	/* results */
-	uint64_t gap_nacks, gap_resends;
+	uint64_t gap_nacks, gap_resends, result_gaps;
 	uint64_t hold_ns, hold_max, rounds; /* first copy to completion */
 	uint64_t end_ns, retx, dups, served, lost;
 	uint64_t needed;	/* retransmissions after a loss of one's own */
@@ -212,7 +222,8 @@ send_down(struct gsim *s, unsigned int k, uint16_t l, uint32_t r,
 	}
 	push(s, (struct ev){ .at = at + PROP_NS, .kind = EV_MEMBER,
 		.member = (uint8_t)k, .lane = l, .round = r,
-		.resent = resent });
+		.resent = resent, .num = s->lane[l].num,
+		.prev = s->lane[l].prev });
 }
 
 /* The aggregator sends a NACK gap to member k: n packets from first. */
@@ -275,6 +286,11 @@ aggregate(struct gsim *s, const struct ev *e)
 		}
 	} else if ((a->counted |= bit) == (1u << NM) - 1) {
 		a->complete = 1;
+		if (s->gap) {
+			a->num = ++s->res_num;
+			a->prev = s->res_prev;
+			s->res_prev = e->lane;
+		}
 		s->rounds++;
 		s->hold_ns += e->at - a->first_at;
 		if (e->at - a->first_at > s->hold_max)
@@ -319,6 +335,31 @@ take_gap(struct gsim *s, unsigned int k, const struct answer *a, uint64_t now)
 	}
 }
 
+/*
+ * A numbered result: one number skipped names the lane of the result
+ * lost (the one before this one), which goes again once.
+ */
+static void
+result_num(struct gsim *s, unsigned int k, const struct answer *a,
+	uint64_t now)
+{
+	struct member *m = &s->m[k];
+	uint32_t d = a->num - m->rx_num;
+
+	if (d == 0 || d >= UINT32_C(0x80000000))
+		return;
+	m->rx_num = a->num;
+	if (d == 1)
+		return;
+	s->result_gaps++;
+	if (d == 2 && a->prev != a->lane && m->busy[a->prev] &&
+			tally_retx_gap(&m->rx, a->prev, now)) {
+		s->gap_resends++;
+		classify(s, k, a->prev);
+		send_up(s, k, a->prev, now);
+	}
+}
+
 /* Member k takes one answer at now, as window.c's take() does. */
 static void
 take(struct gsim *s, unsigned int k, const struct answer *a, uint64_t now)
@@ -329,6 +370,8 @@ take(struct gsim *s, unsigned int k, const struct answer *a, uint64_t now)
 		take_gap(s, k, a, now);
 		return;
 	}
+	if (a->num != 0)
+		result_num(s, k, a, now);
 	if (!m->busy[a->lane] || a->round != m->round[a->lane]) {
 		if (a->resent && a->round + 1 == m->round[a->lane])
 			(void)tally_retx_late_dup(&m->rx, a->lane);
@@ -424,7 +467,7 @@ gsim_run(struct gsim *s, uint64_t seed)
 			assert_true(m->in_n < INBOX);
 			m->inbox[(m->in_head + m->in_n++) % INBOX] =
 				(struct answer){ e.lane, e.round, e.resent,
-					e.gapn, e.seq };
+					e.gapn, e.seq, e.num, e.prev };
 			wake(s, e.member, e.at);
 		} else if (e.gen == m->gen && m->done < CHUNKS) {
 			run_member(s, e.member, e.at);
@@ -439,7 +482,8 @@ gsim_run(struct gsim *s, uint64_t seed)
 		"(%.2f %%): %llu after a loss of one's own; needless: %llu "
 		"waiting for another's lost copy, %llu for a member behind, "
 		"%llu answered already; aggregator: %llu duplicates, %llu "
-		"served again; %llu NACK gap, %llu resent on them; rounds "
+		"served again; %llu NACK gap, %llu result gaps, %llu resent on "
+		"them; rounds "
 		"held %.1f us on average, %.2f ms at most\n",
 		(double)s->end_ns / MS,
 		(unsigned long long)s->lost, (unsigned long long)s->retx,
@@ -450,6 +494,7 @@ gsim_run(struct gsim *s, uint64_t seed)
 		(unsigned long long)s->in_flight, (unsigned long long)s->dups,
 		(unsigned long long)s->served,
 		(unsigned long long)s->gap_nacks,
+		(unsigned long long)s->result_gaps,
 		(unsigned long long)s->gap_resends,
 		(double)s->hold_ns / (double)(s->rounds ? s->rounds : 1) / US,
 		(double)s->hold_max / MS);
@@ -520,12 +565,14 @@ test_loss(void **state)
 }
 
 /*
- * The same three lossy runs with the NACK gap: a frame a member lost on
- * the way in goes again as soon as its next frame reaches the
- * aggregator, not after RACK's reordering allowance, so the rounds it
- * held up wait less, the other members take fewer of their own packets
- * for lost (needless copies), and the calls end sooner. Lossless, no
- * NACK gap at all.
+ * The same three lossy runs with the NACK gap and numbered results: a
+ * frame a member lost on the way in goes again as soon as its next
+ * frame reaches the aggregator, and a result lost on the way back as
+ * soon as the next result comes, not after RACK's reordering allowance,
+ * so the rounds they held up wait less, the other members take far
+ * fewer of their own packets for lost (needless copies: 654 against
+ * 2514), and the calls end sooner (1.05x lossless against 1.14x).
+ * Lossless, no NACK gap and no gap in the numbers at all.
  */
 static void
 test_gap(void **state)
@@ -539,6 +586,7 @@ test_gap(void **state)
 	clean->gap = 1;
 	gsim_run(clean, 21);
 	assert_int_equal(clean->gap_nacks, 0);
+	assert_int_equal(clean->result_gaps, 0);
 	assert_int_equal(clean->retx, 0);
 	free(clean);
 	for (unsigned int i = 0; i < 3; i++) {
@@ -556,7 +604,9 @@ test_gap(void **state)
 			(double)off->end_ns / (double)clean->end_ns);
 		assert_true(on->gap_nacks > 0);
 		assert_true(on->gap_resends > 0);
-		assert_true(on->gap_resends <= on->gap_nacks * 2);
+		assert_true(on->result_gaps > 0);
+		assert_true(on->gap_resends <= on->gap_nacks * 2 +
+			on->result_gaps);
 		on_ns += on->end_ns;
 		off_ns += off->end_ns;
 		clean_ns += clean->end_ns;
@@ -576,7 +626,7 @@ test_gap(void **state)
 		(unsigned long long)off_needless,
 		100.0 * (double)on_hold / (double)off_hold);
 	assert_true(on_ns < off_ns);
-	assert_true(on_needless * 10 <= off_needless * 8);
+	assert_true(on_needless * 10 <= off_needless * 4);
 	assert_true(on_hold < off_hold);
 	assert_true(on_ns * 10 <= clean_ns * 12);
 }
