@@ -290,8 +290,8 @@ def print_loss(a, cells, verdicts):
     print("ratio: the +loss median / the lossless median; retx %, spur %: "
           "packets the workers sent twice,\nand those found needless, of "
           "all they sent; rack, probes, rto, gap: retransmissions by "
-          "cause\n(gap: on tally-dp's NACK gap, a frame lost on the way "
-          "in);\n"
+          "cause\n(gap: a frame lost on the way in, NACKed by tally-dp, "
+          "or a result lost on the way back,\nseen from its number);\n"
           "dups: retransmissions tally-dp dropped (the round still open, "
           "their first copy counted);\nserved: results tally-dp sent again "
           "from a completed round; counts summed over the repetitions")
