@@ -93,6 +93,9 @@ job_add(uint16_t id, unsigned int shift, int group, uint16_t elems)
 }
 
 /* The i32 element e of rank r's contribution to (slot, set). */
+static uint32_t contrib_seq;	/* send_contrib()'s sequence number (flag
+				 * SEQ); 0: none */
+
 static uint32_t
 elem(unsigned int r, unsigned int slot, unsigned int set, unsigned int e)
 {
@@ -121,6 +124,10 @@ send_contrib(uint16_t id, unsigned int r, unsigned int slot,
 	struct rte_mbuf *m;
 	size_t len;
 
+	if (contrib_seq != 0) {
+		h.flags |= TALLY_F_SEQ;
+		h.next_block = contrib_seq;
+	}
 	tally_hdr_encode(&h, pl);
 	for (unsigned int e = 0; e < count; e++) {
 		uint32_t v = elem(r, slot, set, e);
@@ -438,6 +445,62 @@ replies_to_sender(void **state)
 	assert_int_equal(s[0].dip, maddr(0, 0).ip);
 	assert_memory_equal(s[0].dmac.addr_bytes, macs[0].addr_bytes, 6);
 	assert_int_equal(tally_dp_job_del(&dp, 16, NULL), 0);
+	assert_pools_full();
+}
+
+/*
+ * The NACK gap (docs/protocol.md, "Gaps"): rank 0's frame numbered 2 is
+ * lost, its frame numbered 3 shows it: a NACK gap goes back to rank 0
+ * alone, naming 2, besides the frame's own handling; the round's
+ * result, once complete, is numbered.
+ */
+static void
+gap_to_sender(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+	struct tally_dp_counter ctr[256];
+	unsigned int n;
+	uint64_t gaps = 0;
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 7);
+	assert_int_equal(job_add(18, 0, 0, 100), 0);
+	contrib_seq = 1;
+	send_contrib(18, 0, 0, 0, 100, maddr(0, 0), macs[0]);
+	contrib_seq = 3;
+	send_contrib(18, 0, 2, 0, 100, maddr(0, 0), macs[0]);
+	poll_all();
+	assert_int_equal(take_sent(s, WORLD), 1);
+	assert_int_equal(s[0].h.type, TALLY_PT_NACK);
+	assert_int_equal(s[0].h.status, TALLY_ST_GAP);
+	assert_int_equal(s[0].h.rank, 0);
+	assert_int_equal(s[0].h.slot, 2);
+	assert_int_equal(s[0].h.next_block, 2);
+	assert_int_equal(s[0].h.count, 1);
+	assert_int_equal(s[0].len, F_PAY + TALLY_HDR_LEN);
+	assert_int_equal(s[0].dip, maddr(0, 0).ip);
+	assert_memory_equal(s[0].dmac.addr_bytes, macs[0].addr_bytes, 6);
+	/* The others complete slot 0's round: a numbered result. */
+	contrib_seq = 1;
+	send_contrib(18, 1, 0, 0, 100, maddr(1, 0), macs[1]);
+	send_contrib(18, 2, 0, 0, 100, maddr(2, 0), macs[2]);
+	poll_all();
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	assert_sum(&s[0], 0, 0, 100);
+	assert_true(s[0].h.flags & TALLY_F_SEQ);
+	assert_int_equal(s[0].h.next_block, 1);
+	contrib_seq = 0;
+	n = tally_dp_counters(&dp, -1, ctr, 256);
+	assert_true(n <= 256);
+	for (unsigned int i = 0; i < n; i++) {
+		assert_string_not_equal(ctr[i].name, "drop_gap");
+		if (strcmp(ctr[i].name, "gap_nacks") == 0)
+			gaps = ctr[i].value;
+	}
+	assert_true(gaps >= 1);
+	assert_int_equal(tally_dp_job_del(&dp, 18, NULL), 0);
 	assert_pools_full();
 }
 
@@ -796,6 +859,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(group_result),
 		cmocka_unit_test(several_lengths),
 		cmocka_unit_test(replies_to_sender),
+		cmocka_unit_test(gap_to_sender),
 		cmocka_unit_test(bundles),
 		cmocka_unit_test(arp_spoof),
 		cmocka_unit_test(result_too_big),
