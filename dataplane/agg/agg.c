@@ -113,11 +113,15 @@ result(const struct tally_job *job, const struct tally_set *set,
 	const int sparse)
 {
 	struct tally_hdr *r = &v->hdr;
+	/* Numbered (docs/protocol.md, "Gaps"): a dense round of SEQ
+	 * contributions, in a plain job. */
+	int numbered = !sparse && (set->flags & TALLY_F_SEQ) && job->mac == NULL;
 
 	r->version = TALLY_PROTO_VERSION;
 	r->type = set->type == TALLY_PT_MAX ? TALLY_PT_MAX_RESULT :
 		TALLY_PT_SUM_RESULT;
-	r->flags = set->flags | (b ? TALLY_F_SET : 0) |
+	r->flags = (set->flags & ~TALLY_F_SEQ) | (numbered ? TALLY_F_SEQ : 0) |
+		(b ? TALLY_F_SET : 0) |
 		(kind == TALLY_V_RESEND ? TALLY_F_RETX : 0);
 	r->enc = set->res_enc;
 	r->job = job->conf.id;
@@ -129,9 +133,8 @@ result(const struct tally_job *job, const struct tally_set *set,
 	r->count = set->count;
 	r->scale_exp = set->scale_exp;
 	/* A block-sparse result names the stream's next round's block; a
-	 * numbered dense one (SEQ) its number on the port. */
-	r->next_block = sparse || (set->flags & TALLY_F_SEQ) ? set->next_min :
-		TALLY_NO_BLOCK;
+	 * numbered one its number on the port. */
+	r->next_block = sparse || numbered ? set->next_min : TALLY_NO_BLOCK;
 	r->round = round;
 	v->payload = tally_job_lanes(job, slot, b);
 	v->payload_len = set->res_len;
@@ -175,7 +178,9 @@ again(struct tally_job *job, struct tally_agg_stats *st,
  * (docs/protocol.md, "Gaps"): one up a port, in its low 16 bits, with
  * the slot of the port's result before it in its high 16, so that a
  * member that lost that one knows which it was. Stored in the set, for
- * a result sent again.
+ * a result sent again. Not in an authenticated job: a round summed
+ * again after a restart would get another number under the same
+ * (key, IV) ("Authenticated jobs").
  */
 static inline void
 number(const struct tally_job *job, struct tally_set *cur, unsigned int slot)
@@ -242,7 +247,7 @@ count_in(struct tally_job *job, struct tally_agg_stats *st,
 		cur->count, job->conf.world);
 	cur->complete = 1;
 	st->completed++;
-	if (!sparse && (cur->flags & TALLY_F_SEQ))
+	if (!sparse && (cur->flags & TALLY_F_SEQ) && job->mac == NULL)
 		number(job, cur, h->slot);
 	return result(job, cur, h->slot, b, h->round, TALLY_V_COMPLETE, v,
 		sparse);

@@ -32,6 +32,9 @@ static struct {
 	uint8_t pkt[TALLY_HDR_LEN + 4 * 64 + TALLY_TAG_LEN];
 } c;
 
+static uint32_t build_seq;	/* build()'s sequence number (flag SEQ);
+				 * 0: none */
+
 static void
 key_of(uint8_t *k, unsigned int seed)
 {
@@ -93,6 +96,10 @@ build(uint8_t rank, uint16_t slot, uint64_t round, const int32_t *vals,
 	};
 	unsigned int len = TALLY_HDR_LEN + 4u * n;
 
+	if (build_seq != 0) {
+		h.flags |= TALLY_F_SEQ;
+		h.next_block = build_seq;
+	}
 	tally_hdr_encode(&h, c.pkt);
 	memcpy(c.pkt + TALLY_HDR_LEN, vals, 4u * n);
 	if (k != NULL) {
@@ -260,6 +267,39 @@ plain_job_refuses_tags(void **state)
 	assert_false(c.v.tagged);
 }
 
+/*
+ * An authenticated job: a NACK gap is tagged with the member's NACK key
+ * as any NACK; results are not numbered (a round summed again after a
+ * restart would get another number under the same IV).
+ */
+static void
+gap_in_auth_job(void **state)
+{
+	int32_t a[4] = { 1, 2, 3, 4 };
+	struct tally_verdict g;
+	unsigned int len;
+
+	(void)state;
+	build_seq = 1;
+	assert_int_equal(process(build(0, 0, 0, a, 4, &c.up[0])),
+		TALLY_V_TAKEN);
+	build_seq = 3;
+	len = build(0, 2, 0, a, 4, &c.up[0]);
+	assert_int_equal(process(len), TALLY_V_TAKEN);
+	assert_int_equal(tally_agg_gap(&c.v, c.pkt, len, &g), TALLY_V_NACK);
+	c.v = g;
+	assert_int_equal(c.v.hdr.status, TALLY_ST_GAP);
+	assert_int_equal(c.v.hdr.next_block, 2);
+	answer_verifies(&c.down[0], TALLY_MAC_NACK);
+	build_seq = 1;
+	assert_int_equal(process(build(1, 0, 0, a, 4, &c.up[1])),
+		TALLY_V_COMPLETE);
+	build_seq = 0;
+	assert_false(c.v.hdr.flags & TALLY_F_SEQ);
+	assert_int_equal(c.v.hdr.next_block, TALLY_NO_BLOCK);
+	answer_verifies(&c.result, TALLY_MAC_RESULT);
+}
+
 int
 main(void)
 {
@@ -269,6 +309,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(forgeries_dropped, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(replay_is_stale, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(gap_in_auth_job, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(nack_is_tagged, setup,
 			teardown),
