@@ -461,18 +461,20 @@ gap_to_sender(void **state)
 	struct sent s[WORLD];
 	struct tally_dp_counter ctr[256];
 	unsigned int n;
-	uint64_t gaps = 0;
+	uint64_t gaps = 0, results = lc->st.results;
 
 	(void)state;
 	for (unsigned int r = 0; r < WORLD; r++)
 		macs[r] = mmac(r, 7);
 	assert_int_equal(job_add(18, 0, 0, 100), 0);
+
 	contrib_seq = 1;
 	send_contrib(18, 0, 0, 0, 100, maddr(0, 0), macs[0]);
 	contrib_seq = 3;
 	send_contrib(18, 0, 2, 0, 100, maddr(0, 0), macs[0]);
 	poll_all();
 	assert_int_equal(take_sent(s, WORLD), 1);
+	assert_int_equal(lc->st.results, results);	/* not a result */
 	assert_int_equal(s[0].h.type, TALLY_PT_NACK);
 	assert_int_equal(s[0].h.status, TALLY_ST_GAP);
 	assert_int_equal(s[0].h.rank, 0);
