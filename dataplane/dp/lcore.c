@@ -116,7 +116,6 @@ queue_frames(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		m[sent++] = m[i];
 	}
 	o->n += sent;
-	lc->st.results += sent;
 	return sent;
 }
 
@@ -194,7 +193,8 @@ answer_roce(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	}
 	sent = queue_frames(dp, lc, o, n);
 	if (v->kind == TALLY_V_NACK)
-		sent = 0;
+		sent = 0;	/* NACKs are not results */
+	lc->st.results += sent;
 	c->results += sent;
 	c->bytes_out += (uint64_t)sent * (TALLY_HDR_LEN + v->payload_len +
 		(v->tagged ? TALLY_TAG_LEN : 0));
