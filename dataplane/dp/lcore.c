@@ -63,43 +63,10 @@ push(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 }
 
 /*
- * The frames of body (consumed) to the n destinations dst, queued for
- * the port. Returns how many were queued; what could not be built counts
- * as no_mbuf.
+ * Queues the n frames a fanout (tally_net_fanout(), tally_roce_fanout())
+ * built at o->m[o->n..]: linearized (the payload copied once per frame)
+ * only where the port takes no chains.
  */
-static unsigned int
-send_body(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
-	struct rte_mbuf *body, uint32_t ck, const struct tally_net_dst *dst,
-	unsigned int n)
-{
-	rte_be16_t sport = rte_cpu_to_be_16((uint16_t)
-		(rte_be_to_cpu_16(dp->self.port) + lc->index));
-	struct rte_mbuf **m;
-	unsigned int sent = 0;
-
-	if (o->n + n > OUT_MAX)
-		flush(dp, lc, o);
-	m = o->m + o->n;
-	if (unlikely(tally_net_fanout(dp->hdr_pool, body, ck, sport, dst, n,
-			m) != 0)) {
-		lc->st.no_mbuf += n;
-		return 0;
-	}
-	for (unsigned int i = 0; i < n; i++) {
-		/* Copies the payload once per frame, only where the port
-		 * needs it. */
-		if (!dp->tx_chains && rte_pktmbuf_linearize(m[i]) != 0) {
-			lc->st.no_mbuf++;
-			rte_pktmbuf_free(m[i]);
-			continue;
-		}
-		m[sent++] = m[i];
-	}
-	o->n += sent;
-	return sent;
-}
-
-/* Queues the frames that tally_roce_fanout() made in m[0..n-1]. */
 static unsigned int
 queue_frames(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	unsigned int n)
@@ -117,6 +84,29 @@ queue_frames(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	}
 	o->n += sent;
 	return sent;
+}
+
+/*
+ * The frames of body (consumed) to the n destinations dst, queued for
+ * the port. Returns how many were queued; what could not be built counts
+ * as no_mbuf.
+ */
+static unsigned int
+send_body(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct rte_mbuf *body, uint32_t ck, const struct tally_net_dst *dst,
+	unsigned int n)
+{
+	rte_be16_t sport = rte_cpu_to_be_16((uint16_t)
+		(rte_be_to_cpu_16(dp->self.port) + lc->index));
+
+	if (o->n + n > OUT_MAX)
+		flush(dp, lc, o);
+	if (unlikely(tally_net_fanout(dp->hdr_pool, body, ck, sport, dst, n,
+			o->m + o->n) != 0)) {
+		lc->st.no_mbuf += n;
+		return 0;
+	}
+	return queue_frames(dp, lc, o, n);
 }
 
 /*
