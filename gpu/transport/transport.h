@@ -99,6 +99,13 @@ struct tally_transport {
 const char *tally_transport_strerror(const struct tally_transport *tp,
 	int rc);
 
+/*
+ * Writes the sentence fmt into why (len bytes) and returns rc: for a
+ * transport's set-up steps, which fail with an errno and a sentence.
+ */
+int tally_tp_fail(char *why, size_t len, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 static inline int
 tally_transport_send(struct tally_transport *tp,
 	const struct tally_tx_pkt *pkts, unsigned int n)

@@ -15,7 +15,6 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/ip_icmp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -23,21 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "transport.h"
 #include "xdp.h"
 
 #define ARP_TRIES	3	/* ICMP echoes sent to resolve a next hop */
 #define ARP_WAIT_MS	300	/* after each */
-
-static int
-fail(char *why, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return rc;
-}
 
 /* The route's reply: interface, preferred source, gateway (0: none). */
 struct route {
@@ -221,33 +210,33 @@ tally_xdp_path_find(uint32_t dp_ip, uint32_t bind_ip, const char *ifname,
 	memset(p, 0, sizeof(*p));
 	inet_ntop(AF_INET, &dp_ip, dps, sizeof(dps));
 	if (ifname != NULL && if_nametoindex(ifname) == 0)
-		return fail(why, len, -ENODEV, "xdp: interface '%s' does not "
+		return tally_tp_fail(why, len, -ENODEV, "xdp: interface '%s' does not "
 			"exist (in this network namespace)", ifname);
 	rc = route_get(dp_ip, &r);
 	if (rc != 0)
-		return fail(why, len, rc, "xdp: no route to the dataplane "
+		return tally_tp_fail(why, len, rc, "xdp: no route to the dataplane "
 			"%s: %s", dps, strerror(-rc));
 	if (if_indextoname((unsigned int)r.oif, p->ifname) == NULL)
-		return fail(why, len, -ENODEV, "xdp: the route's interface "
+		return tally_tp_fail(why, len, -ENODEV, "xdp: the route's interface "
 			"%d is gone", r.oif);
 	if (ifname != NULL && strcmp(ifname, p->ifname) != 0)
-		return fail(why, len, -EINVAL, "xdp: the route to the "
+		return tally_tp_fail(why, len, -EINVAL, "xdp: the route to the "
 			"dataplane %s goes out of %s, not of %s", dps,
 			p->ifname, ifname);
 	p->ifindex = r.oif;
 	p->src_ip = bind_ip != 0 ? bind_ip : r.src;
 	p->nexthop = r.gw != 0 ? r.gw : dp_ip;
 	if (p->src_ip == 0)
-		return fail(why, len, -EADDRNOTAVAIL, "xdp: %s has no IPv4 "
+		return tally_tp_fail(why, len, -EADDRNOTAVAIL, "xdp: %s has no IPv4 "
 			"address toward %s", p->ifname, dps);
 	rc = link_info(p);
 	if (rc != 0)
-		return fail(why, len, rc, "xdp: %s: %s", p->ifname,
+		return tally_tp_fail(why, len, rc, "xdp: %s: %s", p->ifname,
 			strerror(-rc));
 	rc = neigh_resolve(p);
 	inet_ntop(AF_INET, &p->nexthop, nhs, sizeof(nhs));
 	if (rc != 0)
-		return fail(why, len, rc, "xdp: no ARP answer from the next "
+		return tally_tp_fail(why, len, rc, "xdp: no ARP answer from the next "
 			"hop %s on %s", nhs, p->ifname);
 	return 0;
 }

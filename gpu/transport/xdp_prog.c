@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <linux/bpf.h>
 #include <linux/if_link.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 
 #include <bpf/bpf.h>
 
+#include "transport.h"
 #include "xdp.h"
 
 #define PROG_MAX	40
@@ -108,17 +108,6 @@ build(struct prog *p, int map_fd, uint32_t src_ip, uint16_t dport)
 	emit(p, BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
 }
 
-static int
-fail(char *why, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 /*
  * Attaches prog_fd to ifindex by a link: driver mode first, then generic;
  * TALLY_XDP_MODE=native or generic in the environment asks for one.
@@ -178,7 +167,7 @@ tally_xdp_prog_attach(struct tally_xdp_prog *xp, int ifindex,
 		XSKMAP_ENTRIES, NULL);
 	if (xp->map_fd < 0) {
 		rc = xp->map_fd;
-		return fail(why, len, rc, "xdp: cannot create the socket map: "
+		return tally_tp_fail(why, len, rc, "xdp: cannot create the socket map: "
 			"%s%s", strerror(-rc), priv_hint(rc));
 	}
 	build(&p, xp->map_fd, src_ip, dport);
@@ -187,13 +176,13 @@ tally_xdp_prog_attach(struct tally_xdp_prog *xp, int ifindex,
 	if (xp->prog_fd < 0) {
 		rc = xp->prog_fd;
 		tally_xdp_prog_detach(xp);
-		return fail(why, len, rc, "xdp: the kernel refused the XDP "
+		return tally_tp_fail(why, len, rc, "xdp: the kernel refused the XDP "
 			"program: %s%s %s", strerror(-rc), priv_hint(rc), log);
 	}
 	rc = attach(xp, ifindex);
 	if (rc != 0) {
 		tally_xdp_prog_detach(xp);
-		return fail(why, len, rc, "xdp: cannot attach the XDP program "
+		return tally_tp_fail(why, len, rc, "xdp: cannot attach the XDP program "
 			"to %s: %s%s%s", ifname, strerror(-rc), priv_hint(rc),
 			rc == -EBUSY || rc == -EEXIST ? " (an XDP program, "
 			"maybe another tally context's, is already there)" :
