@@ -208,6 +208,20 @@ int tally_open_opts(const char *url, const char *token, unsigned int rank,
 void tally_ctx_close(struct tally_ctx *ctx);
 
 /*
+ * Element types of the typed collectives (tally_allreduce_typed(),
+ * tally_reduce_scatter(), tally_allgather(), tally_broadcast()). f32,
+ * bf16 and f16 are summed in shared-scale fixed point and rounded once
+ * to the input type; i32 exactly (wrapping). The values are part of the
+ * API (the Python binding passes them).
+ */
+enum tally_dtype {
+	TALLY_DT_F32 = 0,
+	TALLY_DT_I32 = 1,
+	TALLY_DT_BF16 = 2,
+	TALLY_DT_F16 = 3,
+};
+
+/*
  * Sums buf[0..n) over all ranks, in place, exactly: 32-bit two's
  * complement, wrapping. Borrows buf for the call (its elements are sent
  * straight from it, and the sums written over it). Returns 0, or:
