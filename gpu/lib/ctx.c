@@ -387,6 +387,8 @@ tally_ctx_info(const struct tally_ctx *ctx, struct tally_ctx_info *info)
 		.narrow = ctx->narrow, .codec = ctx->codec,
 		.cuda_path = (uint8_t)tally_lib_cuda_path(ctx),
 		.transport = ctx->tp->name,
+		.lanes_bf16 = (uint8_t)tally_ctx_lanes(ctx, TALLY_DT_BF16),
+		.lanes_f16 = (uint8_t)tally_ctx_lanes(ctx, TALLY_DT_F16),
 	};
 	if (info->cuda_path != TALLY_CUDA_PATH_NONE)
 		info->cuda_segment = (uint32_t)tally_lib_dev_seg(ctx, 0);

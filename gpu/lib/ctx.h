@@ -63,6 +63,9 @@ struct tally_ctx {
 	uint16_t window;
 	uint16_t elems;
 	uint8_t narrow;			/* the job's results keep their width */
+	uint8_t lanes;			/* bf16/f16 lanes: 0 = the rule of
+					 * tally_fixp16_lanes(), 16 or 32
+					 * (tally_ctx_set_lanes()) */
 	struct tally_codec codec;	/* the job's, for tally_allreduce() */
 	unsigned int rto_us;		/* opts' rto_us: first and floor */
 	struct tally_retx retx;		/* the timer and loss detection */

@@ -324,6 +324,41 @@ int tally_allreduce_mean(struct tally_ctx *ctx, struct tally_state *st,
 int tally_allreduce_max_f32(struct tally_ctx *ctx, float *buf, size_t n);
 
 /*
+ * Sums buf[0..n) of element type dt over all ranks, in place: f32 as
+ * tally_allreduce_f32(), i32 as tally_allreduce_i32(); bf16 and f16 (the
+ * bits of each element, as uint16_t) through the shared-scale fixed point
+ * of <tally/fixp16.h>: a MAX round, every element encoded straight from
+ * its 16 bits (no float copy of the tensor), the integers summed exactly,
+ * and each sum rounded ONCE to the type, to nearest even. Every rank
+ * gets the same bits, whatever the order of arrival:
+ * round(sum over ranks of encode(x_r)), within the bound <tally/fixp16.h>
+ * states of the exact sum. The integers travel in tally_ctx_lanes(ctx,
+ * dt) bits: 16 in a narrow job where the bound holds (bf16 up to 7
+ * ranks, f16 up to 2), 32 otherwise, unless tally_ctx_set_lanes() chose.
+ * Every rank must make the same choice. An infinity in any rank's input
+ * gives -ERANGE on every rank (nothing sent; the context stays usable);
+ * a NaN counts as 0; a zero sum is +0. Errors as tally_allreduce_f32(),
+ * and -EINVAL for another dt.
+ */
+int tally_allreduce_typed(struct tally_ctx *ctx, void *buf, size_t n,
+	enum tally_dtype dt);
+
+/*
+ * The lanes bf16 and f16 sums take on ctx: 0 = the rule of
+ * tally_fixp16_lanes() (the default), 16 (half the bytes; the error
+ * bound of <tally/fixp16.h> for 16-bit lanes then applies at any world)
+ * or 32. Every rank must set the same. Returns 0 or -EINVAL.
+ */
+int tally_ctx_set_lanes(struct tally_ctx *ctx, unsigned int lanes);
+
+/*
+ * The lanes (16 or 32) tally_allreduce_typed() uses for dt on ctx: 32
+ * for f32, i32 and a NULL ctx.
+ */
+unsigned int tally_ctx_lanes(const struct tally_ctx *ctx,
+	enum tally_dtype dt);
+
+/*
  * Sums n elements of encoding enc (a TALLY_ENC_ of <tally/proto.h>: i32,
  * i16, i8, i4 or sign, packed as docs/protocol.md says) over all ranks,
  * exactly, as the dataplane sums them: in 32-bit lanes, returned in
@@ -389,6 +424,8 @@ struct tally_ctx_info {
 				 * 0 before its first CUDA call */
 	const char *transport;	/* "udp", "xdp" or "xdp (zero-copy)": the
 				 * context's; valid while it is open */
+	uint8_t lanes_bf16;	/* tally_ctx_lanes() of bf16 and f16: the */
+	uint8_t lanes_f16;	/* wire lanes (16 or 32) their sums take */
 };
 
 /* Fills *info from ctx. Borrows ctx. */
