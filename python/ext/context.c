@@ -14,7 +14,10 @@
 #include "ext.h"
 
 /* What a buffer's elements are. */
-enum elem_kind { ELEM_F32, ELEM_I32 };
+enum elem_kind { ELEM_F32, ELEM_I32, ELEM_BF16, ELEM_F16 };
+
+static const char *const elem_names[] = { "float32", "int32", "bfloat16",
+	"float16" };
 
 int
 ext_ctx_enter(struct ext_ctx *c)
@@ -39,25 +42,43 @@ ext_ctx_leave(struct ext_ctx *c)
 
 /*
  * The element kind of a struct format: native or little-endian "f" or a
- * 4-byte "i"/"l" (numpy's int32 on this platform). Returns 0, or -1
+ * 4-byte "i"/"l" (numpy's int32 on this platform), "e" (float16); with
+ * want (a dtype= name, or NULL) a 2-byte buffer ("e", "h", "H": e.g. a
+ * bfloat16 tensor's view as int16) holds that type. Returns 0, or -1
  * with a TypeError.
  */
 static int
-elem_kind(const Py_buffer *v, enum elem_kind *k)
+elem_kind(const Py_buffer *v, const char *want, enum elem_kind *k)
 {
 	const char *f = v->format != NULL ? v->format : "B";
 	const char *t = f;
+	int two;
 
 	if (*t == '@' || *t == '=' || *t == '<')
 		t++;
-	if (v->itemsize == 4 && strcmp(t, "f") == 0)
+	two = v->itemsize == 2 && (strcmp(t, "e") == 0 ||
+		strcmp(t, "h") == 0 || strcmp(t, "H") == 0);
+	if (want != NULL && two && strcmp(want, "bfloat16") == 0)
+		*k = ELEM_BF16;
+	else if (want != NULL && two && strcmp(want, "float16") == 0)
+		*k = ELEM_F16;
+	else if (want != NULL) {
+		PyErr_Format(PyExc_TypeError, "tally: dtype='%s' takes a "
+			"buffer of 2-byte elements (format e, h or H), and is "
+			"bfloat16 or float16; not format '%s' (%zd bytes)",
+			want, f, v->itemsize);
+		return -1;
+	} else if (v->itemsize == 2 && strcmp(t, "e") == 0)
+		*k = ELEM_F16;
+	else if (v->itemsize == 4 && strcmp(t, "f") == 0)
 		*k = ELEM_F32;
 	else if (v->itemsize == 4 && (strcmp(t, "i") == 0 ||
 			strcmp(t, "l") == 0))
 		*k = ELEM_I32;
 	else {
 		PyErr_Format(PyExc_TypeError, "tally: allreduce takes float32 "
-			"or int32 elements, not format '%s' (%zd bytes)", f,
+			"or int32 elements, float16, or 2-byte ones named by "
+			"dtype='bfloat16'; not format '%s' (%zd bytes)", f,
 			v->itemsize);
 		return -1;
 	}
@@ -65,13 +86,15 @@ elem_kind(const Py_buffer *v, enum elem_kind *k)
 }
 
 /*
- * Takes obj's buffer, writable, C-contiguous, of float32 or int32, into
- * *v (released by the caller with PyBuffer_Release() on success), and
- * its element kind into *k. Never copies: a buffer that is not
- * contiguous is refused. Returns 0, or -1 with an exception.
+ * Takes obj's buffer, writable, C-contiguous, into *v (released by the
+ * caller with PyBuffer_Release() on success), and its element kind into
+ * *k. Never copies: a buffer that is not contiguous is refused. Returns
+ * 0, -1 with an exception, or 1 (no exception) when obj has no buffer
+ * at all (a torch tensor is tried next).
  */
 static int
-get_buffer(PyObject *obj, Py_buffer *v, enum elem_kind *k)
+get_buffer(PyObject *obj, const char *want, Py_buffer *v,
+	enum elem_kind *k)
 {
 	if (PyObject_GetBuffer(obj, v, PyBUF_RECORDS) != 0) {
 		PyErr_Clear();
@@ -82,10 +105,7 @@ get_buffer(PyObject *obj, Py_buffer *v, enum elem_kind *k)
 			return -1;
 		}
 		PyErr_Clear();
-		PyErr_Format(PyExc_TypeError, "tally: allreduce takes a "
-			"writable buffer (a numpy array, a torch tensor), not "
-			"%s", Py_TYPE(obj)->tp_name);
-		return -1;
+		return 1;
 	}
 	if (!PyBuffer_IsContiguous(v, 'C')) {
 		PyBuffer_Release(v);
@@ -95,10 +115,118 @@ get_buffer(PyObject *obj, Py_buffer *v, enum elem_kind *k)
 			"tensor.contiguous()) and copy the sums back");
 		return -1;
 	}
-	if (elem_kind(v, k) != 0) {
+	if (elem_kind(v, want, k) != 0) {
 		PyBuffer_Release(v);
 		return -1;
 	}
+	return 0;
+}
+
+/* obj.name(), or obj.name when call is 0; a new reference or NULL. */
+static PyObject *
+attr(PyObject *obj, const char *name, int call)
+{
+	PyObject *a = PyObject_GetAttrString(obj, name), *r;
+
+	if (a == NULL || !call)
+		return a;
+	r = PyObject_CallNoArgs(a);
+	Py_DECREF(a);
+	return r;
+}
+
+/* The integer obj.name(), or -1 with an exception. */
+static long long
+attr_ll(PyObject *obj, const char *name)
+{
+	PyObject *a = attr(obj, name, 1);
+	long long v;
+
+	if (a == NULL)
+		return -1;
+	v = PyLong_AsLongLong(a);
+	Py_DECREF(a);
+	return v;
+}
+
+/* Whether str(obj.name) (or of obj.name.type) equals s: 1, 0 or -1. */
+static int
+attr_is(PyObject *obj, const char *name, const char *sub, const char *s)
+{
+	PyObject *a = attr(obj, name, 0), *b, *str;
+	int eq;
+
+	if (a == NULL)
+		return -1;
+	b = sub != NULL ? attr(a, sub, 0) : (Py_INCREF(a), a);
+	Py_DECREF(a);
+	if (b == NULL)
+		return -1;
+	str = PyObject_Str(b);
+	Py_DECREF(b);
+	if (str == NULL)
+		return -1;
+	eq = PyUnicode_CompareWithASCIIString(str, s) == 0;
+	Py_DECREF(str);
+	return eq;
+}
+
+/*
+ * A torch CPU tensor without the buffer protocol (torch has none): its
+ * memory (data_ptr()), numel() and dtype (float32, int32, bfloat16,
+ * float16), contiguous. The caller holds obj for the call. Returns 0,
+ * or -1 with an exception.
+ */
+static int
+get_tensor(PyObject *obj, void **buf, size_t *n, enum elem_kind *k)
+{
+	static const char *const names[] = { "torch.float32", "torch.int32",
+		"torch.bfloat16", "torch.float16" };
+	long long p, cnt;
+	int i, rc;
+
+	if (!PyObject_HasAttrString(obj, "data_ptr") ||
+			!PyObject_HasAttrString(obj, "dtype")) {
+		PyErr_Format(PyExc_TypeError, "tally: allreduce takes a "
+			"writable buffer (a numpy array) or a torch tensor, "
+			"not %s", Py_TYPE(obj)->tp_name);
+		return -1;
+	}
+	rc = attr_is(obj, "device", "type", "cpu");
+	if (rc <= 0) {
+		if (rc == 0)
+			PyErr_SetString(PyExc_TypeError, "tally: allreduce "
+				"takes a CPU tensor here (CUDA ones go through "
+				"allreduce_cuda)");
+		return -1;
+	}
+	for (i = 0; i < 4; i++) {
+		rc = attr_is(obj, "dtype", NULL, names[i]);
+		if (rc < 0)
+			return -1;
+		if (rc == 1)
+			break;
+	}
+	if (i == 4) {
+		PyErr_SetString(PyExc_TypeError, "tally: allreduce takes "
+			"float32, int32, bfloat16 or float16 tensors");
+		return -1;
+	}
+	if (attr_ll(obj, "is_contiguous") != 1) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_ValueError, "tally: the tensor is "
+				"not contiguous; tally works in place and never "
+				"copies: pass tensor.contiguous() and copy the "
+				"sums back");
+		return -1;
+	}
+	cnt = attr_ll(obj, "numel");
+	p = attr_ll(obj, "data_ptr");
+	if (PyErr_Occurred())
+		return -1;
+	*k = (enum elem_kind)i;
+	*buf = (void *)(uintptr_t)p;
+	*n = (size_t)cnt;
 	return 0;
 }
 
@@ -112,6 +240,10 @@ reduce(struct tally_ctx *ctx, struct tally_state *st, enum elem_kind k,
 {
 	if (k == ELEM_I32)
 		return tally_allreduce_i32(ctx, buf, n);
+	if (k == ELEM_BF16)
+		return tally_allreduce_typed(ctx, buf, n, TALLY_DT_BF16);
+	if (k == ELEM_F16)
+		return tally_allreduce_typed(ctx, buf, n, TALLY_DT_F16);
 	if (mean)
 		return tally_allreduce_mean(ctx, st, buf, n);
 	if (st != NULL)
@@ -119,61 +251,103 @@ reduce(struct tally_ctx *ctx, struct tally_state *st, enum elem_kind k,
 	return tally_allreduce(ctx, buf, n);
 }
 
-/* Context.allreduce(buf, state=None, mean=False): see the doc string. */
-static PyObject *
-ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
+/* The state and mean checks of a call on n elements of kind k. */
+static int
+check_extras(PyObject *sobj, enum elem_kind k, size_t n, int mean,
+	struct tally_state **st)
 {
-	static char *kwlist[] = { "buf", "state", "mean", NULL };
-	PyObject *obj, *sobj = Py_None;
-	struct tally_state *st = NULL;
-	enum elem_kind k;
-	char why[512] = "";
-	Py_buffer v;
-	int mean = 0;
-	size_t n;
-	int rc;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Op:allreduce", kwlist,
-			&obj, &sobj, &mean))
-		return NULL;
-	if (sobj != Py_None && !PyObject_TypeCheck(sobj, &ext_state_type))
-		return PyErr_Format(PyExc_TypeError, "tally: state must be a "
-			"tally.State, not %s", Py_TYPE(sobj)->tp_name);
-	if (get_buffer(obj, &v, &k) != 0)
-		return NULL;
-	n = (size_t)(v.len / v.itemsize);
 	if (sobj != Py_None) {
 		struct ext_state *s = (struct ext_state *)sobj;
 
 		if (k != ELEM_F32 || s->n != (Py_ssize_t)n) {
-			PyBuffer_Release(&v);
-			return PyErr_Format(PyExc_ValueError, "tally: the state "
+			PyErr_Format(PyExc_ValueError, "tally: the state "
 				"is for %zd float32 elements, the buffer has %zu "
 				"of %s (a State belongs to one tensor: make a new "
 				"one when its size changes)", s->n, n,
-				k == ELEM_F32 ? "float32" : "int32");
+				elem_names[k]);
+			return -1;
 		}
-		st = s->st;
+		*st = s->st;
 	}
 	if (mean && k != ELEM_F32) {
-		PyBuffer_Release(&v);
 		PyErr_SetString(PyExc_TypeError, "tally: mean=True takes "
 			"float32 elements (an int32 average is not an int32)");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Context.allreduce(buf, state=None, mean=False, dtype=None): see the
+ * doc string.
+ */
+static PyObject *
+ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "buf", "state", "mean", "dtype", NULL };
+	PyObject *obj, *sobj = Py_None;
+	struct tally_state *st = NULL;
+	const char *want = NULL;
+	enum elem_kind k;
+	char why[512] = "";
+	Py_buffer v;
+	int mean = 0, view;
+	void *buf;
+	size_t n;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Opz:allreduce", kwlist,
+			&obj, &sobj, &mean, &want))
+		return NULL;
+	if (sobj != Py_None && !PyObject_TypeCheck(sobj, &ext_state_type))
+		return PyErr_Format(PyExc_TypeError, "tally: state must be a "
+			"tally.State, not %s", Py_TYPE(sobj)->tp_name);
+	view = get_buffer(obj, want, &v, &k);
+	if (view < 0)
+		return NULL;
+	if (view == 0) {
+		buf = v.buf;
+		n = (size_t)(v.len / v.itemsize);
+	} else if (want != NULL) {
+		return PyErr_Format(PyExc_TypeError, "tally: dtype= is for "
+			"buffers; a tensor says its own");
+	} else if (get_tensor(obj, &buf, &n, &k) != 0) {
 		return NULL;
 	}
-	if (ext_ctx_enter(c) != 0) {
-		PyBuffer_Release(&v);
+	if (check_extras(sobj, k, n, mean, &st) != 0 ||
+			ext_ctx_enter(c) != 0) {
+		if (view == 0)
+			PyBuffer_Release(&v);
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = reduce(c->ctx, st, k, v.buf, n, mean);
+	rc = reduce(c->ctx, st, k, buf, n, mean);
 	if (rc < 0)
 		snprintf(why, sizeof(why), "%s", tally_ctx_error(c->ctx));
 	Py_END_ALLOW_THREADS
 	ext_ctx_leave(c);
-	PyBuffer_Release(&v);
+	if (view == 0)
+		PyBuffer_Release(&v);
 	if (rc < 0)
 		return ext_raise(rc, why);
+	Py_RETURN_NONE;
+}
+
+/* Context.set_lanes(lanes): tally_ctx_set_lanes(). */
+static PyObject *
+ctx_set_lanes(struct ext_ctx *c, PyObject *arg)
+{
+	unsigned long lanes = PyLong_AsUnsignedLong(arg);
+	int rc;
+
+	if (PyErr_Occurred())
+		return NULL;
+	if (ext_ctx_enter(c) != 0)
+		return NULL;
+	rc = tally_ctx_set_lanes(c->ctx, lanes > 255 ? 255 : (unsigned int)lanes);
+	ext_ctx_leave(c);
+	if (rc < 0)
+		return ext_raise(rc, "lanes are 0 (the rule), 16 or 32");
 	Py_RETURN_NONE;
 }
 
@@ -237,7 +411,9 @@ ctx_info(struct ext_ctx *c, PyObject *unused)
 			set_str(d, "cuda_path",
 				tally_cuda_path_name(i.cuda_path)) ||
 			set_u64(d, "cuda_segment", i.cuda_segment) ||
-			set_u64(d, "cuda_staging", i.cuda_staging)) {
+			set_u64(d, "cuda_staging", i.cuda_staging) ||
+			set_u64(d, "lanes_bf16", i.lanes_bf16) ||
+			set_u64(d, "lanes_f16", i.lanes_f16)) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -317,12 +493,22 @@ ctx_dealloc(struct ext_ctx *c)
 static PyMethodDef ctx_methods[] = {
 	{ "allreduce", (PyCFunction)(void (*)(void))ctx_allreduce,
 		METH_VARARGS | METH_KEYWORDS,
-		"allreduce(buf, state=None, mean=False): sums buf over every "
-		"rank, in place. float32 goes through the job's codec (with "
-		"state: that tensor's codec memory), int32 is summed exactly. "
-		"mean: the average instead (float32; tally_allreduce_mean()). "
-		"buf is any writable C-contiguous buffer; it is never "
-		"copied." },
+		"allreduce(buf, state=None, mean=False, dtype=None): sums buf "
+		"over every rank, in place. float32 goes through the job's "
+		"codec (with state: that tensor's codec memory), int32 is "
+		"summed exactly, bfloat16 and float16 in fixed point rounded "
+		"once to their type (tally_allreduce_typed()). mean: the "
+		"average instead (float32; tally_allreduce_mean()). buf is any "
+		"writable C-contiguous buffer (dtype='bfloat16' or 'float16' "
+		"names the type of a 2-byte one, e.g. a bfloat16 tensor's "
+		".view(torch.int16).numpy()), or a contiguous CPU torch tensor "
+		"of those types; it is never copied, and the GIL is released "
+		"while libtally works." },
+	{ "set_lanes", (PyCFunction)ctx_set_lanes, METH_O,
+		"set_lanes(lanes): the wire lanes of bfloat16 and float16 "
+		"sums, 0 (the rule: 16 in a narrow job where the error bound "
+		"holds, else 32), 16 or 32; every rank must set the same "
+		"(tally_ctx_set_lanes())." },
 	{ "allreduce_cuda",
 		(PyCFunction)(void (*)(void))ext_ctx_allreduce_cuda,
 		METH_VARARGS | METH_KEYWORDS,
@@ -336,7 +522,8 @@ static PyMethodDef ctx_methods[] = {
 		"codec (its canonical spec), codec_name, codec_memory, "
 		"cuda_path (what a CUDA tensor's allreduce does: gpu-staged, "
 		"none, no-device, codec-not-on-gpu), cuda_segment, "
-		"cuda_staging." },
+		"cuda_staging, lanes_bf16 and lanes_f16 (the wire lanes those "
+		"types' sums take)." },
 	{ "stats", (PyCFunction)ctx_stats, METH_NOARGS,
 		"stats() -> dict: the context's counters (tally_ctx_stats)." },
 	{ "close", (PyCFunction)ctx_close, METH_NOARGS,
