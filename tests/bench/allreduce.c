@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <tally/fixp.h>
+#include <tally/fixp16.h>
 #include <tally/proto.h>
 #include <tally/tally.h>
 #include <tally/tally_cuda.h>
@@ -57,6 +58,10 @@ struct ar_opts {
 	unsigned long world;
 	unsigned long long size;	/* bytes */
 	int f32;
+	int h16;			/* --type bf16 or f16 */
+	enum tally_dtype dt;		/* --type */
+	unsigned int esz;		/* bytes an element */
+	unsigned long lanes;		/* --lanes: bf16/f16 lanes, 0 = rule */
 	unsigned long iters;
 	unsigned long elems;
 	unsigned long window;
@@ -126,6 +131,7 @@ static const struct option long_opts[] = {
 	{ "world", required_argument, NULL, 'w' },
 	{ "size", required_argument, NULL, 's' },
 	{ "type", required_argument, NULL, 'y' },
+	{ "lanes", required_argument, NULL, 'L' },
 	{ "iters", required_argument, NULL, 'i' },
 	{ "elems", required_argument, NULL, 'e' },
 	{ "window", required_argument, NULL, 'W' },
@@ -222,7 +228,11 @@ usage(FILE *f)
 		"  --world W                members of the job, 1..%u\n"
 		"  --size BYTES             tensor size, suffix K, M or G "
 		"(default 64M)\n"
-		"  --type f32|i32           element type (default f32)\n"
+		"  --type f32|i32|bf16|f16  element type (default f32); bf16 "
+		"and f16\n"
+		"                           go through tally_allreduce_typed()\n"
+		"  --lanes 0|16|32          bf16/f16 wire lanes (0: the rule of\n"
+		"                           <tally/fixp16.h>)\n"
 		"  --iters N                timed allreduces (default 3)\n"
 		"  --elems N                elements a packet (default %u)\n"
 		"  --window N               slots in flight (default 64)\n"
@@ -361,6 +371,26 @@ bad:
 	return -1;
 }
 
+/* --type: f32, i32, bf16 or f16 into o. Returns 0 or -1. */
+static int
+parse_type(const char *arg, struct ar_opts *o)
+{
+	static const char *const names[] = { "f32", "i32", "bf16", "f16" };
+	static const enum tally_dtype dts[] = { TALLY_DT_F32, TALLY_DT_I32,
+		TALLY_DT_BF16, TALLY_DT_F16 };
+
+	for (int k = 0; k < 4; k++)
+		if (strcmp(arg, names[k]) == 0) {
+			o->dt = dts[k];
+			o->f32 = k == 0;
+			o->h16 = k >= 2;
+			o->esz = k >= 2 ? 2 : 4;
+			return 0;
+		}
+	fprintf(stderr, "--type: '%s' is not f32, i32, bf16 or f16\n", arg);
+	return -1;
+}
+
 /* One flag with a value into o; -1 when the value is bad. */
 static int
 parse_value(int c, const char *arg, struct ar_opts *o)
@@ -488,12 +518,15 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 's':
 		return parse_size(arg, &o->size);
 	case 'y':
-		if (strcmp(arg, "f32") != 0 && strcmp(arg, "i32") != 0) {
-			fprintf(stderr, "--type: '%s' is not f32 or i32\n",
+		return parse_type(arg, o);
+	case 'L':
+		if (strcmp(arg, "0") != 0 && strcmp(arg, "16") != 0 &&
+				strcmp(arg, "32") != 0) {
+			fprintf(stderr, "--lanes: '%s' is not 0, 16 or 32\n",
 				arg);
 			return -1;
 		}
-		o->f32 = strcmp(arg, "f32") == 0;
+		o->lanes = strtoul(arg, NULL, 10);
 		return 0;
 	case 'i':
 		return bench_parse_uint("iters", arg, 1, MAX_ITERS, &o->iters);
@@ -580,7 +613,7 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 
 	*o = (struct ar_opts){ .dp_port = TALLY_UDP_PORT, .dp_nports = 1,
 		.size = DEFAULT_SIZE, .f32 = 1, .iters = 3, .seed = 1,
-		.noise = -1 };
+		.noise = -1, .dt = TALLY_DT_F32, .esz = 4 };
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
@@ -618,6 +651,11 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 		fprintf(stderr, "--dp: ports run past 65535\n");
 		goto bad;
 	}
+	if (o->h16 && (o->cuda || o->have_scale || o->vary)) {
+		fprintf(stderr, "--type bf16/f16: host tensors, without "
+			"--scale-exp or --vary\n");
+		goto bad;
+	}
 	return 0;
 bad:
 	fputc('\n', stderr);
@@ -651,6 +689,26 @@ gen_f32_of(uint64_t h)
 }
 
 /*
+ * x rounded to the 16-bit type of --type, to nearest even (bf16: on the
+ * bits, x being finite; f16: the compiler's conversion).
+ */
+static uint16_t
+to16(const struct ar_opts *o, float x)
+{
+	uint32_t u;
+	_Float16 h;
+	uint16_t b;
+
+	if (o->dt == TALLY_DT_F16) {
+		h = (_Float16)x;
+		memcpy(&b, &h, sizeof(b));
+		return b;
+	}
+	memcpy(&u, &x, sizeof(u));
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/*
  * Elements [i0, i0 + n) of rank r's tensor, from (seed, r) and the index
  * only, so any piece can be made on its own. f32: the rank's own draws
  * (gen_f32_of()), or with --noise S, as data-parallel workers' gradients
@@ -667,7 +725,11 @@ gen(const struct ar_opts *o, unsigned int r, size_t i0, size_t n, void *out)
 	for (i = 0; i < n; i++) {
 		uint64_t h = mix(key ^ (i0 + i));
 
-		if (!o->f32)
+		if (o->h16)
+			((uint16_t *)out)[i] = to16(o, o->noise < 0 ?
+				gen_f32_of(h) : gen_f32_of(mix(shared ^
+				(i0 + i))) + (float)o->noise * gen_f32_of(h));
+		else if (!o->f32)
 			((int32_t *)out)[i] = (int32_t)(uint32_t)h;
 		else if (o->noise < 0)
 			((float *)out)[i] = gen_f32_of(h);
@@ -694,6 +756,52 @@ fnv1a64(const void *p, size_t len)
 		h *= UINT64_C(0x100000001b3);
 	}
 	return h;
+}
+
+/*
+ * reference() for bf16 and f16 in lanes (the context's): the global max,
+ * every rank's encoding in those lanes summed, each sum rounded once.
+ */
+static int
+reference16(const struct ar_opts *o, size_t n, unsigned int lanes, void *ref)
+{
+	uint16_t *x = malloc(BLOCK * 2);
+	int32_t *q = malloc(BLOCK * 4), *acc = calloc(n + 1, 4);
+	float amax = 0.0f;
+	size_t i0, i, len;
+	int e = 0;
+
+	if (x == NULL || q == NULL || acc == NULL) {
+		free(x);
+		free(q);
+		free(acc);
+		return -ENOMEM;
+	}
+	for (unsigned int r = 0; r < o->world; r++)
+		for (i0 = 0; i0 < n; i0 += len) {
+			float a;
+
+			len = n - i0 < BLOCK ? n - i0 : BLOCK;
+			gen(o, r, i0, len, x);
+			a = tally_fixp16_absmax(o->dt, x, len);
+			amax = a > amax ? a : amax;
+		}
+	(void)tally_fixp16_exponent(amax, (unsigned int)o->world, lanes,
+		o->narrow, &e);
+	for (unsigned int r = 0; r < o->world; r++)
+		for (i0 = 0; i0 < n; i0 += len) {
+			len = n - i0 < BLOCK ? n - i0 : BLOCK;
+			gen(o, r, i0, len, x);
+			(void)tally_fixp16_encode(o->dt, x, q, 32, len, e);
+			for (i = 0; i < len; i++)
+				acc[i0 + i] += lanes == 32 ? q[i] :
+					(int16_t)q[i];
+		}
+	(void)tally_fixp16_decode(o->dt, acc, 32, ref, n, e);
+	free(x);
+	free(q);
+	free(acc);
+	return 0;
 }
 
 /*
@@ -789,6 +897,8 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 	if (rc != 0)
 		fprintf(stderr, "tally-bench allreduce: %s (%s)\n",
 			tally_ctx_error(NULL), strerror(-rc));
+	else if (o->lanes != 0)
+		(void)tally_ctx_set_lanes(*ctx, (unsigned int)o->lanes);
 	return rc;
 }
 
@@ -827,6 +937,8 @@ reduce(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
 	struct bench_cuda *d = a->dev;
 	int rc;
 
+	if (o->h16)
+		return tally_allreduce_typed(ctx, a->buf, a->n, o->dt);
 	if (!o->cuda)
 		return o->f32 ? tally_allreduce(ctx, a->buf, a->n) :
 			tally_allreduce_i32(ctx, a->buf, a->n);
@@ -846,8 +958,8 @@ device_copy(const struct ar_opts *o, struct ar_run *a, int put)
 
 	if (!o->cuda)
 		return 0;
-	rc = put ? bench_cuda_put(a->dev, a->buf, a->n * 4) :
-		bench_cuda_get(a->dev, a->buf, a->n * 4);
+	rc = put ? bench_cuda_put(a->dev, a->buf, a->n * o->esz) :
+		bench_cuda_get(a->dev, a->buf, a->n * o->esz);
 	if (rc != 0)
 		snprintf(a->check, sizeof(a->check), "copying the tensor %s "
 			"the device failed (%s)", put ? "to" : "from",
@@ -878,7 +990,7 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 			v.seed = o->seed + it;
 			gen(&v, (unsigned int)o->rank, 0, a->n, a->input);
 		}
-		memcpy(a->buf, a->input, a->n * 4);
+		memcpy(a->buf, a->input, a->n * o->esz);
 		if ((rc = device_copy(o, a, 1)) != 0)
 			return rc;
 		/*
@@ -934,7 +1046,7 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 		}
 		if ((rc = device_copy(o, a, 0)) != 0)
 			return rc;
-		a->digest[it] = fnv1a64(a->buf, a->n * 4);
+		a->digest[it] = fnv1a64(a->buf, a->n * o->esz);
 		if (it == 0 || a->secs[it] < a->best)
 			a->best = a->secs[it];
 	}
@@ -974,7 +1086,7 @@ check_codec(const struct ar_opts *o, struct ar_run *a)
 			bench_codec_ref_reset(&cr);
 			return -1;
 		}
-		if (fnv1a64(a->input, a->n * 4) != a->digest[it] &&
+		if (fnv1a64(a->input, a->n * o->esz) != a->digest[it] &&
 				it + 1 < o->iters) {
 			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
 				"%lu differs from the reference)", it + 1);
@@ -1085,7 +1197,7 @@ check_vary(const struct ar_opts *o, struct ar_run *a)
 				"FAIL (out of memory)");
 			return -1;
 		}
-		if (fnv1a64(a->input, a->n * 4) != a->digest[it]) {
+		if (fnv1a64(a->input, a->n * o->esz) != a->digest[it]) {
 			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
 				"%lu differs from the reference)", it + 1);
 			return -1;
@@ -1123,16 +1235,26 @@ check(const struct ar_opts *o, struct ar_run *a)
 			return -1;
 		goto compare_last;
 	}
-	if (reference(o, a->n, a->input) != 0) {
+	if ((o->h16 ? reference16(o, a->n, o->dt == TALLY_DT_BF16 ?
+			a->info.lanes_bf16 : a->info.lanes_f16, a->input) :
+			reference(o, a->n, a->input)) != 0) {
 		snprintf(a->check, sizeof(a->check), "FAIL (out of memory)");
 		return -1;
 	}
-	a->ref_digest = fnv1a64(a->input, a->n * 4);
+	a->ref_digest = fnv1a64(a->input, a->n * o->esz);
 compare_last:
-	for (i = 0; i < a->n && got[i] == want[i]; i++)
+	for (i = 0; o->h16 && i < a->n && ((const uint16_t *)a->buf)[i] ==
+			((const uint16_t *)a->input)[i]; i++)
+		;
+	for (; !o->h16 && i < a->n && got[i] == want[i]; i++)
 		;
 	if (i < a->n) {
-		if (o->f32)
+		if (o->h16)
+			snprintf(a->check, sizeof(a->check), "FAIL (first "
+				"mismatch at %zu: got %04x, want %04x)", i,
+				((const uint16_t *)a->buf)[i],
+				((const uint16_t *)a->input)[i]);
+		else if (o->f32)
 			snprintf(a->check, sizeof(a->check), "FAIL (first "
 				"mismatch at %zu: got %.9g, want %.9g)", i,
 				((const float *)a->buf)[i],
@@ -1168,6 +1290,14 @@ compare_last:
 	}
 	snprintf(a->check, sizeof(a->check), "ok");
 	return 0;
+}
+
+/* --type's name. */
+static const char *
+type_name(const struct ar_opts *o)
+{
+	return o->dt == TALLY_DT_BF16 ? "bf16" : o->dt == TALLY_DT_F16 ?
+		"f16" : o->f32 ? "f32" : "i32";
 }
 
 /* Gbit/s of tensor in the best call; 0 for an empty one (--size 0). */
@@ -1211,7 +1341,11 @@ print_text(const struct ar_opts *o, const struct ar_run *a, int ok)
 
 	printf("allreduce: rank %lu of %lu, job %lu, %s, %llu B "
 		"(%zu elements)\n", o->rank, o->world, o->job,
-		o->f32 ? "f32" : "i32", o->size, a->n);
+		type_name(o), o->size, a->n);
+	if (o->h16)
+		printf("lanes: %u, %s results\n", o->dt == TALLY_DT_BF16 ?
+			a->info.lanes_bf16 : a->info.lanes_f16,
+			a->info.narrow ? "narrow" : "wide");
 	if (o->f32) {
 		char spec[TALLY_CODEC_SPEC_MAX] = "?";
 
@@ -1304,7 +1438,7 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		"\"elems\":%lu,\"window\":%lu,\"timeout_ms\":%lu,"
 		"\"iters\":%lu,\"seed\":%llu}", o->dp_addr, o->dp_port,
 		o->dp_nports, o->job, o->rank, o->world,
-		o->f32 ? "f32" : "i32", o->size, a->n,
+		type_name(o), o->size, a->n,
 		o->elems ? o->elems : TALLY_DEFAULT_ELEMS,
 		o->window ? o->window : 64,
 		o->timeout_ms ? o->timeout_ms : 5000, o->iters, o->seed);
@@ -1390,9 +1524,9 @@ bench_allreduce(int argc, char **argv)
 	rc = parse_opts(argc, argv, &o);
 	if (rc != 0)
 		return rc > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
-	a.n = (size_t)(o.size / 4);
-	a.buf = malloc(a.n * 4 + 4);	/* + 4: not malloc(0) */
-	a.input = malloc(a.n * 4 + 4);
+	a.n = (size_t)(o.size / o.esz);
+	a.buf = malloc(a.n * o.esz + 4);	/* + 4: not malloc(0) */
+	a.input = malloc(a.n * o.esz + 4);
 	a.secs = calloc(o.iters, sizeof(*a.secs));
 	a.digest = calloc(o.iters, sizeof(*a.digest));
 	a.cpu = calloc(o.iters, sizeof(*a.cpu));
@@ -1404,7 +1538,7 @@ bench_allreduce(int argc, char **argv)
 		return BENCH_EXIT_ERROR;
 	}
 	gen(&o, (unsigned int)o.rank, 0, a.n, a.input);
-	if (o.cuda && bench_cuda_new(a.n * 4, &a.dev) != 0) {
+	if (o.cuda && bench_cuda_new(a.n * o.esz, &a.dev) != 0) {
 		free_run(&a);
 		return BENCH_EXIT_ERROR;
 	}

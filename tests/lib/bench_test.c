@@ -207,6 +207,15 @@ i32_three_ranks(void **state)
 	run_ok("i32", "300004", NULL);
 }
 
+/* bf16 and f16 through tally_allreduce_typed(), 1% loss both ways. */
+static void
+h16_three_ranks(void **state)
+{
+	(void)state;
+	run_ok("bf16", "600004", NULL);
+	run_ok("f16", "1M", NULL);
+}
+
 /*
  * --size 0: an empty tensor sends nothing, between barriers that still
  * meet; every rank's digest is FNV-1a's offset basis (no bytes).
@@ -320,6 +329,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(f32_three_ranks),
 		cmocka_unit_test(f32_magnitudes_three_ranks),
 		cmocka_unit_test(i32_three_ranks),
+		cmocka_unit_test(h16_three_ranks),
 		cmocka_unit_test(empty_three_ranks),
 		cmocka_unit_test(missing_rank_exits_3),
 		cmocka_unit_test(token_in_argv_refused),
