@@ -38,6 +38,7 @@ def parse_args(argv):
     ap.add_argument("--machine", default="")
     ap.add_argument("--command", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"])
     ap.add_argument("--loss", type=int, default=0,
                     help="loss mode's percentage: SYSTEM+loss rows ran "
                     "with it, SYSTEM rows without")
@@ -134,7 +135,27 @@ def judge_xdp(here, size):
     return [v]
 
 
-def judge(cells, size, workers):
+def judge16(here, size):
+    """Issue 17's targets for 16-bit tensors, against gloo's allreduce of
+    the tensor upcast to f32 by median, from 4 MiB: tally (32-bit lanes)
+    1.4x (bound 1.5x), tally-l16 (16-bit lanes) 2.5x (bound 3x)."""
+    gloo = next((c for c in here if c["system"] == "gloo"), None)
+    if gloo is None or "median_s" not in gloo or size < 4 << 20:
+        return []
+    out = []
+    for name, t in (("tally", 1.4), ("tally-l16", 2.5)):
+        c = next((c for c in here if c["system"] == name), None)
+        if c is None:
+            continue
+        v = {"size": size, "what": f"{name} vs gloo by median", "target": t}
+        if "median_s" in c:
+            v["ratio"] = gloo["median_s"] / c["median_s"]
+        v["met"] = v.get("ratio", 0) >= t
+        out.append(v)
+    return out
+
+
+def judge(cells, size, workers, dtype="f32"):
     """Speed against the fastest peer by median; the targets' verdicts."""
     here = [c for c in cells if c["size"] == size]
     peers = [c for c in here if not c["system"].startswith("tally")
@@ -144,6 +165,8 @@ def judge(cells, size, workers):
         if fastest and "median_s" in c:
             c["vs_fastest_peer"] = fastest["median_s"] / c["median_s"]
     out = []
+    if dtype != "f32":
+        return judge16(here, size)
     mpi = next((c for c in peers if c["system"] == "mpi"), None)
     out += judge_xdp(here, size)
     for c in here:
@@ -337,11 +360,14 @@ def main(argv):
     cells = [cell(s, z, [r for r in runs if r["system"] == s
                          and r["size"] == z])
              for z in a.sizes for s in a.systems]
-    verdicts = [v for z in a.sizes for v in judge(cells, z, a.workers)]
+    verdicts = [v for z in a.sizes
+                for v in judge(cells, z, a.workers, a.dtype)]
     verdicts += [v for z in a.sizes for v in judge_loss(cells, z)]
     rate = a.rate if a.rate_bits else "unlimited"
     print()
-    print(f"allreduce of float32, {a.workers} workers, links {rate}, "
+    what = {"f32": "float32", "bf16": "bfloat16 (gloo: upcast to float32 "
+            "each call)", "f16": "float16"}[a.dtype]
+    print(f"allreduce of {what}, {a.workers} workers, links {rate}, "
           f"MTU {a.mtu}; sizes {', '.join(mib(z) for z in a.sizes)}; "
           f"{a.reps} repetitions of {a.iters} timed calls (after a "
           f"warm-up) each")

@@ -14,6 +14,12 @@
 #   GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 gloo_allreduce.py \
 #       --master 10.77.0.12:29500 --rank R --world W --size BYTES --iters N
 #
+# --dtype bf16: the tensor is bfloat16 (--size its bytes), which torch
+# 1.13's gloo cannot allreduce ("Invalid scalar type"): each timed call
+# does what a gloo user must, upcast to float32, allreduce, and copy the
+# sums back into the bfloat16 tensor. --dtype f16: a float16 tensor,
+# which gloo sums as it is.
+#
 # Debian's python3-torch belongs to /usr/bin/python3, hence the #! line.
 import argparse
 import datetime
@@ -38,7 +44,7 @@ def fill(x, rank):
     """Rank's tensor: small integers, so every sum is exact in f32."""
     n = x.numel()
     i = torch.arange(n, dtype=torch.int64)
-    x.copy_(((i * 7 + rank * 13) % 17 - 8).to(torch.float32))
+    x.copy_(((i * 7 + rank * 13) % 17 - 8).to(x.dtype))
 
 
 def host_ticks():
@@ -62,13 +68,17 @@ def main():
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--size", default="64M", help="tensor bytes (K/M/G)")
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"],
+                    help="element type (bf16: upcast to f32 per call)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds a collective may take before failing")
     args = ap.parse_args()
     size = parse_size(args.size)
     if size < 4 or size % 4:
         ap.error("--size must be a positive multiple of 4")
-    n = size // 4
+    dt = {"f32": torch.float32, "bf16": torch.bfloat16,
+          "f16": torch.float16}[args.dtype]
+    n = size // (4 if args.dtype == "f32" else 2)
 
     # One compute thread: the ranks share a small machine, and the sum is
     # not what is measured.
@@ -78,10 +88,19 @@ def main():
         world_size=args.world,
         timeout=datetime.timedelta(seconds=args.timeout))
 
-    x = torch.empty(n, dtype=torch.float32)
+    x = torch.empty(n, dtype=dt)
     fill(x, args.rank)
+
+    def reduce():
+        if args.dtype == "bf16":
+            y = x.float()
+            dist.all_reduce(y, op=dist.ReduceOp.SUM)
+            x.copy_(y)
+        else:
+            dist.all_reduce(x, op=dist.ReduceOp.SUM)
+
     dist.barrier()
-    dist.all_reduce(x, op=dist.ReduceOp.SUM)  # warm-up: connections, buffers
+    reduce()  # warm-up: connections, buffers
 
     secs, cpu, ticks = [], [], []
     for _ in range(args.iters):
@@ -90,7 +109,7 @@ def main():
         h0 = host_ticks()
         c0 = time.process_time()
         t0 = time.perf_counter()
-        dist.all_reduce(x, op=dist.ReduceOp.SUM)
+        reduce()
         secs.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         h1 = host_ticks()
@@ -107,6 +126,7 @@ def main():
     if args.rank == 0:
         print(json.dumps({
             "system": "gloo", "world": args.world, "size": size,
+            "dtype": args.dtype,
             "torch": torch.__version__,
             "seconds": [round(t, 6) for t in tmax],
             "best_s": round(min(tmax), 6),
