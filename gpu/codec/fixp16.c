@@ -30,6 +30,7 @@ cpu_has_simd(void)
 #endif
 }
 
+/* Picks (on >= 0) or reports the vectorized path; see <tally/fixp16.h>. */
 int
 tally_fixp16_simd(int on)
 {
@@ -67,6 +68,7 @@ headroom(unsigned int world, unsigned int lanes, int narrow)
 	return narrow ? 14 - log2_floor(world) : 14;
 }
 
+/* The lane rule of <tally/fixp16.h>: 16 where E <= 2^-(p+1) A, narrow. */
 unsigned int
 tally_fixp16_lanes(enum tally_dtype dt, unsigned int world, int narrow)
 {
@@ -80,6 +82,10 @@ tally_fixp16_lanes(enum tally_dtype dt, unsigned int world, int narrow)
 	return 32;
 }
 
+/*
+ * fixp's exponent for world (b = 30 - floor(log2 world)), moved to the
+ * headroom of lanes and narrow. Writes *exp only on success.
+ */
 int
 tally_fixp16_exponent(float absmax, unsigned int world, unsigned int lanes,
 	int narrow, int *exp)
@@ -98,6 +104,7 @@ tally_fixp16_exponent(float absmax, unsigned int world, unsigned int lanes,
 	return 0;
 }
 
+/* Max |x[i]| of dt's elements, NaN as 0, as an exact float. Borrows x. */
 float
 tally_fixp16_absmax(enum tally_dtype dt, const uint16_t *x, size_t n)
 {
@@ -139,6 +146,10 @@ enc16_scalar(int f16, const uint16_t *x, int16_t *q, size_t n, float s1,
 		q[i] = tally_fixp16_enc16(widen(f16, x[i]), s1, s2);
 }
 
+/*
+ * Encodes n elements of dt into q's lanes, vectorized where it can.
+ * Borrows x, writes the caller's q.
+ */
 int
 tally_fixp16_encode(enum tally_dtype dt, const uint16_t *x, void *q,
 	unsigned int lanes, size_t n, int exp)
@@ -191,6 +202,10 @@ dec_scalar(int f16, const void *q, unsigned int sum_bits, uint16_t *x,
 	}
 }
 
+/*
+ * Rounds n sums once into dt, vectorized where it can. Borrows q, writes
+ * the caller's x.
+ */
 int
 tally_fixp16_decode(enum tally_dtype dt, const void *q,
 	unsigned int sum_bits, uint16_t *x, size_t n, int exp)

@@ -23,6 +23,7 @@ struct typed_call {
 	int exp;
 };
 
+/* Sets the context's bf16/f16 lanes: 0 (the rule), 16 or 32. */
 int
 tally_ctx_set_lanes(struct tally_ctx *ctx, unsigned int lanes)
 {
@@ -35,6 +36,7 @@ tally_ctx_set_lanes(struct tally_ctx *ctx, unsigned int lanes)
 	return 0;
 }
 
+/* The lanes a bf16/f16 call takes on ctx: the setting, else the rule. */
 unsigned int
 tally_ctx_lanes(const struct tally_ctx *ctx, enum tally_dtype dt)
 {
@@ -128,6 +130,7 @@ allreduce16(struct tally_ctx *ctx, uint16_t *buf, size_t n,
 	return tally_lib_run(ctx, &r);
 }
 
+/* Dispatches on dt; see <tally/tally.h>. Borrows buf. */
 int
 tally_allreduce_typed(struct tally_ctx *ctx, void *buf, size_t n,
 	enum tally_dtype dt)
