@@ -241,7 +241,8 @@ pick_sum(uint64_t h, unsigned int i)
 		s = (int32_t)(uint32_t)h >> (31 - bits);
 		break;
 	}
-	return (h & 1) ? -s : s;
+	/* INT32_MIN stays itself (it has no negation in int32). */
+	return (h & 1) && s != INT32_MIN ? -s : s;
 }
 
 static void
