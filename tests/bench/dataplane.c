@@ -1648,7 +1648,7 @@ cost_print(const struct dpb *b, const char *cpu, const struct cost_row *r,
 	printf("machine: %s, %u cores online\n", cpu, bench_cores_online());
 	printf("params:  workers %u, slots %u, passes %u%s, i32, rounds 0 "
 		"and 1 again (--reset); UDP checksums %s; ICRC by "
-		"rte_net_crc %s; 1 worker lcore, bursts of %d, net_ring\n\n",
+		"%s; 1 worker lcore, bursts of %d, net_ring\n\n",
 		b->o.workers, b->o.slots, b->o.passes,
 		b->o.quick ? " (quick)" : "", cksum_names[b->o.cksum],
 		b->icrc_path, BURST);
