@@ -167,9 +167,9 @@ mask_headers(uint8_t *masked, const uint8_t *hdr, uint8_t ones)
 		TALLY_ROCE_HDRS_LEN - ETH_LEN);
 	masked[TALLY_ICRC_LRH_LEN + 1] = ones;		/* TOS */
 	masked[TALLY_ICRC_LRH_LEN + 8] = ones;		/* TTL */
-	masked[TALLY_ICRC_LRH_LEN + 10] = ones;		/* IPv4 checksum */
+	masked[TALLY_ICRC_LRH_LEN + 10] = ones;		/* IPv4 sum */
 	masked[TALLY_ICRC_LRH_LEN + 11] = ones;
-	masked[TALLY_ICRC_LRH_LEN + 26] = ones;		/* UDP checksum */
+	masked[TALLY_ICRC_LRH_LEN + 26] = ones;		/* UDP sum */
 	masked[TALLY_ICRC_LRH_LEN + 27] = ones;
 	masked[TALLY_ICRC_LRH_LEN + 32] = ones;		/* BTH byte 4 */
 	return masked;
@@ -255,7 +255,7 @@ struct round {
 	uint8_t bth1;		/* PadCnt */
 	uint32_t src_qpn;
 	uint32_t crc;		/* the message's CRC */
-	uint32_t hcrc;		/* the round's fields' part of a header CRC */
+	uint32_t hcrc;		/* the round's part of a header CRC */
 	uint32_t xpow;		/* x^(8 message bytes) */
 };
 

@@ -1477,11 +1477,12 @@ report_text(const struct dpb *b, const char *cpu)
 		[CKSUM_ZERO] = "UDP 0, IPv4 verified in software",
 	};
 
-	printf("frames:  %u B (Ethernet, IPv4, UDP, %stally header, payload%s), "
-		"%u of them (2 sets x slots x workers); checksums %s "
-		"(--cksum %s)\n\n", b->frame_len,
-		b->o.roce ? "BTH, DETH, " : "", b->o.roce ? ", ICRC" : "", 2 * b->per_set,
-		cksum_what[b->o.cksum], cksum_names[b->o.cksum]);
+	printf("frames:  %u B (Ethernet, IPv4, UDP, %stally header, "
+		"payload%s), %u of them (2 sets x slots x workers); "
+		"checksums %s (--cksum %s)\n\n", b->frame_len,
+		b->o.roce ? "BTH, DETH, " : "", b->o.roce ? ", ICRC" : "",
+		2 * b->per_set, cksum_what[b->o.cksum],
+		cksum_names[b->o.cksum]);
 	printf("%-6s %12s %12s %10s %8s   (per lcore: lcore %u)\n", "side",
 		"frames/s", "elements/s", "ns/frame", "spread",
 		b->lc->lcore_id);
