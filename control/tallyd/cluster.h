@@ -52,6 +52,7 @@ struct tallyd_cluster {
 	char leader_val[200];		/* the leader key's value; "" none */
 	int64_t next_keepalive_ms;
 	int64_t next_tick_ms;
+	unsigned int down_turns;	/* turns in a row etcd did not answer */
 
 	/* Counters (stats "tallyd"). */
 	uint64_t leader_changes;	/* this tallyd became or stopped being

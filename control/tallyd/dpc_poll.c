@@ -106,12 +106,9 @@ entry(struct tallyd *d, json_t *e)
 		return;
 	p->seen[id / 8] |= (uint8_t)(1u << (id % 8));
 	j = tallyd_job_find_id(d, (uint16_t)id);
-	if (!tallyd_state_leads(d)) {
-		/* An etcd follower reads counters; the leader reconciles. */
-		if (j != NULL && tallyd_dpc_entry_ours(j, e))
-			tallyd_dpc_take(j, e);
+	/* etcd: the leader reconciles; a follower's counters are its. */
+	if (!tallyd_state_leads(d))
 		return;
-	}
 	if (j == NULL)
 		return remove_stale(d, id, "which tallyd has no job for");
 	if (tallyd_dpc_busy(j) || j->dp_opseq > p->start_seq ||

@@ -113,7 +113,9 @@ tallyd_cluster_step_down(struct tallyd *d, const char *why)
 	cl->leader_rev = 0;
 	cl->leader_changes++;
 	tallyd_log("no longer the leader: %s", why);
-	lease_revoke(cl);
+	if (!cl->e->failing)
+		lease_revoke(cl);
+	cl->lease = 0;
 }
 
 void
@@ -252,13 +254,23 @@ tallyd_cluster_tick(struct tallyd *d, int64_t now)
 		return INT64_MAX;
 	if (now < cl->next_tick_ms)
 		return cl->next_tick_ms - now;
-	cl->next_tick_ms = now + cl->lease_s * 1000 / 4;
 	ret = tallyd_cluster_sync(d, &rev);
 	note_etcd(cl, ret, now);
+	/*
+	 * A turn each quarter lease; while etcd does not answer, less
+	 * often (each failed exchange may have taken its whole deadline).
+	 */
+	cl->down_turns = ret == 0 ? 0 : cl->down_turns + 1;
+	cl->next_tick_ms = tallyd_now_ms() + (int64_t)cl->lease_s * 1000 / 4 *
+		(cl->down_turns < 2 ? 1u << cl->down_turns : 4u);
 	if (cl->leader && ret == 0 && rev != cl->leader_rev)
 		tallyd_cluster_step_down(d, "the leader key is another's");
-	if (cl->leader)
+	if (cl->leader && ret == 0)
 		keepalive(d, now);
+	else if (cl->leader && now - cl->lease_ok_ms >=
+			(int64_t)cl->lease_s * 1000)
+		tallyd_cluster_step_down(d, "its lease could not be renewed "
+			"in time (etcd unreachable)");
 	else if (ret == 0 && rev == 0)
 		campaign(d, now);
 	return cl->next_tick_ms - tallyd_now_ms();

@@ -372,7 +372,9 @@ int
 tallyd_etcd_post(struct tallyd_etcd *e, const char *path, json_t *req,
 	json_t **rep)
 {
-	int64_t deadline = tallyd_now_ms() + e->timeout_ms;
+	/* While etcd does not answer, a short deadline: a probe. */
+	int64_t deadline = tallyd_now_ms() + (e->failing ?
+		TALLYD_ETCD_PROBE_MS : e->timeout_ms);
 	char *body = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
 	int ret = -EHOSTUNREACH, status = 0;
 
@@ -393,6 +395,7 @@ tallyd_etcd_post(struct tallyd_etcd *e, const char *path, json_t *req,
 			ret = http_error(e, i, o, status);
 		if (ret == 0) {
 			e->cur = i;
+			e->failing = 0;
 			res = json_object_get(o, "result");
 			*rep = json_is_object(res) ? json_incref(res) : o;
 			if (*rep != o)
@@ -408,6 +411,7 @@ tallyd_etcd_post(struct tallyd_etcd *e, const char *path, json_t *req,
 		ret = -ETIMEDOUT;
 		e->st.timeouts++;
 	}
+	e->failing = ret != -EIO;
 	e->st.failures++;
 	free(body);
 	return ret;

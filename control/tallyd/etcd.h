@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #define TALLYD_ETCD_MAX_EPS	8
+#define TALLYD_ETCD_PROBE_MS	200
 
 /* Counters of the exchanges (stats "tallyd": etcd_*). */
 struct tallyd_etcd_stats {
@@ -29,6 +30,8 @@ struct tallyd_etcd {
 	unsigned int neps;
 	unsigned int cur;		/* the endpoint that answered last */
 	unsigned int timeout_ms;	/* one exchange, all endpoints */
+	int failing;			/* the last exchange got no reply:
+					 * the next has TALLYD_ETCD_PROBE_MS */
 	struct tallyd_etcd_stats st;
 	char error[256];		/* the last failure's sentence */
 };
@@ -45,7 +48,9 @@ int tallyd_etcd_spec(const char *spec);
 
 /*
  * POSTs req (consumed; NULL: -ENOMEM) to path ("/v3/kv/range") at the
- * first endpoint that answers, the last good one first. On 0, *rep is
+ * first endpoint that answers, the last good one first, all within
+ * timeout_ms (TALLYD_ETCD_PROBE_MS after an exchange that got no reply,
+ * until one does: an unreachable etcd costs the caller little). On 0, *rep is
  * the reply object (a streamed reply's first "result"), the caller's to
  * decref. Otherwise -ETIMEDOUT (the deadline passed), -EHOSTUNREACH (no
  * endpoint took the connection), -EPROTO (a reply that is not JSON) or

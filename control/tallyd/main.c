@@ -376,7 +376,8 @@ main(int argc, char **argv)
 	}
 	log_start(&d);
 	run(&d, sfd);
-	if (tallyd_state_save(&d) != 0) {
+	/* An etcd follower saved its memberships as it formed them. */
+	if (tallyd_state_leads(&d) && tallyd_state_save(&d) != 0) {
 		fprintf(stderr, "tallyd: stopping: %s; the file keeps what the "
 			"last good save wrote\n", d.sf.error);
 		status = 1;
