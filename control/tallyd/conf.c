@@ -125,6 +125,7 @@ static int
 set_state(struct tallyd_conf *c, const char *v, char *why, size_t wlen)
 {
 	struct tallyd_etcd *e;
+	char r[200];
 
 	if (strlen(v) >= sizeof(c->state))
 		return bad(why, wlen, "'state' is longer than %zu bytes",
@@ -136,9 +137,9 @@ set_state(struct tallyd_conf *c, const char *v, char *why, size_t wlen)
 				sizeof(c->state_file) - 1);
 		strcpy(c->state_file, v + 5);
 	} else if (tallyd_etcd_spec(v)) {
-		e = tallyd_etcd_create(v, 1000, why, wlen);
+		e = tallyd_etcd_create(v, 1000, r, sizeof(r));
 		if (e == NULL)
-			return -EINVAL;
+			return bad(why, wlen, "'state': %s", r);
 		free(e);
 	} else if (strcmp(v, "file") != 0) {
 		return bad(why, wlen, "'state' must be file, file:PATH or "
