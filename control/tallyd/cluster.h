@@ -25,6 +25,7 @@ struct tallyd_job;
 #define TALLYD_KEY_JOBS		TALLYD_KEY_PREFIX "jobs/"
 #define TALLYD_KEY_LEADER	TALLYD_KEY_PREFIX "leader"
 #define TALLYD_KEY_EPOCH	TALLYD_KEY_PREFIX "next_epoch"
+#define TALLYD_KEY_DPS		TALLYD_KEY_PREFIX "dataplanes/"
 
 /* A job key as this tallyd last wrote or read it. */
 struct tallyd_kv {
@@ -51,6 +52,10 @@ struct tallyd_cluster {
 	int64_t leader_rev;		/* our leader key's create_revision */
 	char leader_val[200];		/* the leader key's value; "" none */
 	int64_t next_keepalive_ms;
+
+	/* tally-dp's liveness key (dplive.c). */
+	int64_t dp_lease;		/* its lease's ID; 0: none */
+	char dp_key[96];		/* TALLYD_KEY_DPS "IP:PORT" */
 	int64_t next_tick_ms;
 	unsigned int down_turns;	/* turns in a row etcd did not answer */
 
@@ -82,6 +87,13 @@ bool tallyd_state_leads(const struct tallyd *d);
  * or campaigns. Returns the ms until it wants to run again.
  */
 int64_t tallyd_cluster_tick(struct tallyd *d, int64_t now);
+
+/*
+ * dplive.c: the leader's turn for tally-dp's liveness key: put under a
+ * lease of its own while tally-dp answers, renewed at each turn; left to
+ * expire when tally-dp stops answering.
+ */
+void tallyd_cluster_dp_turn(struct tallyd *d);
 
 /* Steps down (elect.c): why says what showed it; logged. */
 void tallyd_cluster_step_down(struct tallyd *d, const char *why);

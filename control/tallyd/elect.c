@@ -273,6 +273,8 @@ tallyd_cluster_tick(struct tallyd *d, int64_t now)
 			"in time (etcd unreachable)");
 	else if (ret == 0 && rev == 0)
 		campaign(d, now);
+	if (ret == 0)
+		tallyd_cluster_dp_turn(d);
 	return cl->next_tick_ms - tallyd_now_ms();
 }
 
@@ -315,6 +317,8 @@ tallyd_cluster_stats(const struct tallyd *d, json_t *o)
 	json_object_set_new(o, "state_leader_node", l != NULL ? l :
 		json_null());
 	json_object_set_new(o, "etcd_up", json_boolean(cl->up));
+	json_object_set_new(o, "dp_live_key", cl->dp_lease != 0 ?
+		json_string(cl->dp_key) : json_null());
 	json_object_set_new(o, "etcd_requests",
 		json_integer((json_int_t)cl->e->st.requests));
 	json_object_set_new(o, "etcd_failures",

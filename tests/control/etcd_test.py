@@ -15,7 +15,8 @@
 # back (a deposed leader) has its write refused and nothing written;
 # every etcd member stopped (connections hang): tallyd keeps answering
 # its control socket within about one deadline, refuses changes, counts
-# the failures, nobody leads, and all recovers once etcd is back.
+# the failures, nobody leads, and all recovers once etcd is back; the
+# leader's liveness key for tally-dp expires while tally-dp is stopped.
 # Skips (TAP) when etcd is not installed. Needs TALLY_SRC, TALLY_BUILD.
 import base64
 import json
@@ -409,6 +410,28 @@ def run(work):
     ok(names is not None and set(acked) | {"after"} <= names and
        "down" not in names, "nothing lost, nothing refused written",
        names)
+
+    # tally-dp's liveness key: the leader's lease on it, renewed while
+    # tally-dp answers; gone once it stops, back when it answers again.
+    fake = procs[len(eprocs)]
+    dkey = "/tally/v1/dataplanes/127.0.0.1:47474"
+
+    def dp_key():
+        rep = etcd(eps[1:], "/v3/kv/range", {"key": b64(dkey)})
+        kvs = (rep or {}).get("kvs", [])
+        return kvs[0] if kvs else None
+    ok(wait_for(lambda: dp_key() is not None, 2 * LEASE_S),
+       "tally-dp's liveness key is there")
+    k = dp_key() or {}
+    ok(int(k.get("lease", 0)) != 0, "bound to a lease", k)
+    fake.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    gone = wait_for(lambda: dp_key() is None, 3 * LEASE_S + 4)
+    took = time.monotonic() - t0
+    ok(gone, f"tally-dp stopped: its key expired ({took:.1f} s)")
+    fake.send_signal(signal.SIGCONT)
+    ok(wait_for(lambda: dp_key() is not None, 3 * LEASE_S + 4),
+       "tally-dp answers again: the key is back")
     print(f"1..{ntap}")
     return 1 if nfail else 0
 
