@@ -374,6 +374,8 @@ main(int argc, char **argv)
 			goto out_rdv;
 		}
 	}
+	/* etcd: the jobs read (and a campaign) before the start line. */
+	tallyd_cluster_tick(&d, tallyd_now_ms());
 	log_start(&d);
 	run(&d, sfd);
 	/* An etcd follower saved its memberships as it formed them. */
