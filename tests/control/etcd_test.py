@@ -314,7 +314,9 @@ def run(work):
     ok(wait_for(lambda: len(leaders(live)) == 1, 2 * LEASE_S + 2),
        "a new leader")
     took = time.monotonic() - t0
-    ok(took < LEASE_S + 1.5, f"the new leader within the lease time "
+    # The lease, etcd's expiry check (every 500 ms), a follower's turn
+    # (a quarter lease), and slack for a loaded machine.
+    ok(took < LEASE_S + 2, f"the new leader within the lease time "
        f"({took:.1f} s, lease {LEASE_S} s)")
     names = etcd_jobs(eps)
     ok(names is not None and set(acked) <= names,
@@ -387,7 +389,7 @@ def run(work):
             r = ctl(t["sock"], {"cmd": "ping"}, timeout=5)
             worst = max(worst, time.monotonic() - t0)
         time.sleep(0.1)
-    ok(worst < 1.5, f"ping answers with etcd stopped (worst {worst:.2f} s)")
+    ok(worst < 2.0, f"ping answers with etcd stopped (worst {worst:.2f} s)")
     t0 = time.monotonic()
     refused = [ctl(t["sock"], {"cmd": "job_create", "name": "down",
                                "world": 1}, timeout=5) for t in live]
