@@ -45,7 +45,34 @@ listener(uint16_t *port)
 }
 
 /*
- * A child that accepts one connection, reads the request head, then
+ * Reads a whole request, head and Content-Length body: closing with
+ * unread bytes would reset the connection under the reply.
+ */
+static int
+read_request(int c, char *buf, size_t cap)
+{
+	size_t len = 0;
+	char *end;
+
+	for (;;) {
+		ssize_t n = recv(c, buf + len, cap - len - 1, 0);
+
+		if (n <= 0)
+			return -1;
+		len += (size_t)n;
+		buf[len] = '\0';
+		end = strstr(buf, "\r\n\r\n");
+		if (end != NULL && strstr(buf, "Content-Length: ") != NULL &&
+				len >= (size_t)(end + 4 - buf) + strtoul(
+				strstr(buf, "Content-Length: ") + 16, NULL, 10))
+			return 0;
+		if (len + 1 == cap)
+			return -1;
+	}
+}
+
+/*
+ * A child that accepts one connection, reads the request, then
  * writes each piece (NULL ends) 30 ms apart and, unless hold, closes.
  */
 static pid_t
@@ -65,7 +92,7 @@ serve(int lfd, bool hold, const char *const *pieces)
 	if (getppid() == 1)
 		_exit(1);
 	c = accept(lfd, NULL, NULL);
-	if (c < 0 || recv(c, buf, sizeof(buf), 0) <= 0)
+	if (c < 0 || read_request(c, buf, sizeof(buf)) != 0)
 		_exit(1);
 	for (; *pieces != NULL; pieces++) {
 		usleep(30000);
