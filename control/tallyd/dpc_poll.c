@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "dpc.h"
+#include "cluster.h"
 
 #define PAGE_LIMIT	128
 
@@ -105,6 +106,9 @@ entry(struct tallyd *d, json_t *e)
 		return;
 	p->seen[id / 8] |= (uint8_t)(1u << (id % 8));
 	j = tallyd_job_find_id(d, (uint16_t)id);
+	/* etcd: the leader reconciles; a follower's counters are its. */
+	if (!tallyd_state_leads(d))
+		return;
 	if (j == NULL)
 		return remove_stale(d, id, "which tallyd has no job for");
 	if (tallyd_dpc_busy(j) || j->dp_opseq > p->start_seq ||
@@ -116,6 +120,10 @@ entry(struct tallyd *d, json_t *e)
 		}
 		return;
 	}
+	/* Another tallyd may have just formed it (etcd): read j again. */
+	if (!j->has_members || tallyd_dpc_entry_differs(j, e, what,
+			sizeof(what)))
+		tallyd_cluster_refresh(d, j);
 	if (!j->has_members)
 		return remove_stale(d, id, "a membership tallyd never formed");
 	if (tallyd_dpc_entry_differs(j, e, what, sizeof(what)))
@@ -131,6 +139,8 @@ restore_missing(struct tallyd *d)
 	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
 	struct tallyd_job *j;
 
+	if (!tallyd_state_leads(d))
+		return;
 	for (j = d->jobs; j != NULL; j = j->next) {
 		if (p->seen[j->id / 8] & (1u << (j->id % 8)) ||
 				tallyd_dpc_busy(j) ||
