@@ -17,6 +17,9 @@ gradients of every bucket within the fixed-point bound.
 MODE train: two epochs of DDP on the tally group; the loss per epoch.
 MODE zero: ZeroRedundancyOptimizer over DDP on the tally group; the loss
 per epoch and the parameters' digest.
+MODE sharded: no DDP; bfloat16 gradients reduce-scattered, SGD on each
+rank's shard, the parameters all-gathered (tools/bench/ddp_train.py's
+Sharded, what the bench's tally-sharded row runs); loss per epoch.
 MODE kill: the last rank leaves right after init; the others' allreduce
 (tally) and broadcast (gloo) must raise, not hang.
 Prints one JSON object on stdout and leaves with os._exit (a gloo group
@@ -376,6 +379,19 @@ def zero(rank, world, ref):
             "digest": float(sum(p.double().sum() for p in m.parameters()))}
 
 
+def sharded(rank, world, ref):
+    sys.path.insert(0, os.path.join(os.environ["TALLY_SRC"], "tools",
+                                    "bench"))
+    import ddp_train
+    torch.manual_seed(0)
+    m = mlp()
+    opt = ddp_train.Sharded(torch, dist, list(m.parameters()), 0.05)
+    losses = epochs(m, opt, rank, world)
+    return {"losses": losses, "routes": dict(dist.group.WORLD.routes),
+            "digest": float(sum(p.double().sum() for p in m.parameters())),
+            "shard": opt.k, "n": opt.n}
+
+
 def kill(rank, world, ref):
     if rank == world - 1:
         sys.stdout.write(json.dumps({"ok": True, "left": True}) + "\n")
@@ -399,7 +415,7 @@ def kill(rank, world, ref):
 
 
 MODES = {"conform": conform, "handoff": handoff, "ddp": ddp,
-         "train": train, "zero": zero, "kill": kill}
+         "train": train, "zero": zero, "sharded": sharded, "kill": kill}
 
 
 def main():

@@ -7,7 +7,8 @@ In three processes (tests/python/backend_rank.py), each calling
 dist.init_process_group("tally"): every call against gloo's result,
 sync and async; operations handed to gloo and logged once; DDP without a
 hook against DDP on gloo within the fixed-point bound; two epochs of DDP
-and of ZeroRedundancyOptimizer whose loss falls; a rank that leaves
+and of ZeroRedundancyOptimizer whose loss falls; a sharded loop in
+bfloat16 (reduce_scatter, all_gather) whose loss falls; a rank that leaves
 makes the others' calls raise, not hang."""
 import datetime
 import errno
@@ -270,6 +271,24 @@ def test_zero_redundancy_optimizer_loss_falls():
         first, second = o["losses"]
         assert second < first, o["losses"]
         assert o["routes"]["broadcast"] > 100
+    assert len({o["digest"] for o in outs}) == 1
+
+
+def test_sharded_bf16_loop_loss_falls():
+    """Sharded by hand (tools/bench/ddp_train.py's Sharded, the bench's
+    tally-sharded row): bfloat16 gradients through reduce_scatter_tensor
+    (avg), SGD on each rank's shard, all_gather_into_tensor of the
+    float32 parameters: the loss falls over two epochs, every rank ends
+    with the same parameters, and nothing went to gloo but the
+    all-gather."""
+    outs = _ranks("sharded")
+    for o in outs:
+        first, second = o["losses"]
+        assert second < first, o["losses"]
+        assert o["routes"]["tally reduce_scatter"] == o["routes"]["allgather"]
+        assert o["routes"]["tally reduce_scatter"] >= 2 * 1536 // 32 // 3
+        assert not any(k.startswith("gloo") for k in o["routes"]), o
+        assert o["shard"] * WORLD >= o["n"] > (o["shard"] - 1) * WORLD
     assert len({o["digest"] for o in outs}) == 1
 
 
