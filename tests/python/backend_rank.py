@@ -20,8 +20,8 @@ per epoch and the parameters' digest.
 MODE sharded: no DDP; bfloat16 gradients reduce-scattered, SGD on each
 rank's shard, the parameters all-gathered (tools/bench/ddp_train.py's
 Sharded, what the bench's tally-sharded row runs); loss per epoch.
-MODE kill: the last rank leaves right after init; the others' allreduce
-(tally) and broadcast (gloo) must raise, not hang.
+MODE kill: the last rank leaves once DDP is set up; the others' backward
+and allreduce (tally) and broadcast (gloo) must raise, not hang.
 Prints one JSON object on stdout and leaves with os._exit (a gloo group
 can hang in its destructor).
 """
@@ -393,12 +393,18 @@ def sharded(rank, world, ref):
 
 
 def kill(rank, world, ref):
+    torch.manual_seed(0)
+    m = DDP(mlp())  # every rank, before the last one leaves
+    dist.barrier()
     if rank == world - 1:
         sys.stdout.write(json.dumps({"ok": True, "left": True}) + "\n")
         sys.stdout.flush()
         os._exit(0)
+    x, y = batch(0, rank)
     out = {}
-    for name, call in (("allreduce", lambda: dist.all_reduce(
+    for name, call in (("backward", lambda: nn.functional.cross_entropy(
+                            m(x), y).backward()),
+                       ("allreduce", lambda: dist.all_reduce(
                             torch.ones(1000))),
                        ("broadcast", lambda: dist.broadcast(
                             torch.ones(1000), 0)),
@@ -409,7 +415,7 @@ def kill(rank, world, ref):
             call()
             out[name] = ""
         except Exception as e:  # what the test looks at
-            out[name] = "%s: %s" % (type(e).__name__, str(e)[:200])
+            out[name] = "%s: %s" % (type(e).__name__, str(e)[:300])
         out[name + "_s"] = time.monotonic() - t0
     return out
 
