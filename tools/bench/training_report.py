@@ -18,7 +18,7 @@ LABELS = {
     "powersgd": "gloo + PowerSGD hook, rank 4",
     "tally": "tally fixp (dense)",
     "tally-backend": "tally backend, no hook",
-    "tally-sharded": "tally backend, sharded, bf16 grads",
+    "tally-sharded": "tally sharded (bf16 grads)",
     "tally-q8": "tally q8 + EF (narrow)",
     "tally-q4": "tally q4 + EF (narrow)",
     "tally-sparse": "tally block-sparse 1% + EF",
