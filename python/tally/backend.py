@@ -17,9 +17,11 @@ does not do.
 What goes where (docs/training.md, "The tally backend"):
 - allreduce SUM and AVG of float32 (the job's codec: fixp, exact to the
   fixed-point bound), int32 (SUM, exact) and barrier go through tally;
-  bfloat16 and float16 too: through the context when it takes 16-bit
-  tensors (Context.dtypes), else summed as float32 through tally and
-  rounded once back (logged once).
+  bfloat16 and float16 too: summed by the context (libtally's fixed
+  point rounded once to the type) when it takes 16-bit tensors
+  (Context.dtypes, or info()'s lanes_bf16 / lanes_f16); an average, or
+  a context without them, summed as float32 through tally and rounded
+  once back (logged once).
 - reduce_scatter (list and tensor forms): a tally allreduce of the
   concatenation, keeping this rank's shard; all_gather (list and tensor
   forms) and broadcast: gloo (bfloat16 moved as bytes, which gloo
@@ -121,14 +123,30 @@ def _join(opts, rank, world, timeout):
 
 
 def _sixteen(ctx):
-    """The 16-bit dtypes ctx.allreduce takes (feature detection): the
-    names in the context's `dtypes` (or the package's tally.DTYPES);
-    none before the extension takes them."""
+    """The 16-bit dtypes the context sums itself (feature detection):
+    the names in Context.dtypes (or tally.DTYPES) where given; else
+    those whose lanes info() reports (lanes_bf16, lanes_f16: the
+    extension's allreduce takes them, libtally's
+    tally_allreduce_typed); none before."""
     names = getattr(ctx, "dtypes", None)
     if names is None:
-        names = getattr(tally, "DTYPES", ())
+        names = getattr(tally, "DTYPES", None)
+    if names is None:
+        i = ctx.info()
+        names = [n for n, k in (("bfloat16", "lanes_bf16"),
+                                ("float16", "lanes_f16")) if k in i]
     have = {"bfloat16": torch.bfloat16, "float16": torch.float16}
     return {have[n] for n in names if n in have}
+
+
+def _summer16(ctx):
+    """What sums a 16-bit tensor in place: tally.Context's extension
+    object (whose allreduce takes bfloat16 and float16 tensors where the
+    package's Python layer still takes float32 and int32 only), else the
+    context's own allreduce."""
+    if isinstance(ctx, tally.Context):
+        return ctx._c.allreduce
+    return ctx.allreduce
 
 
 def _unwrap(fut):
@@ -212,6 +230,7 @@ class ProcessGroupTally(ProcessGroup):
                         "lossy codec %s", info["codec"])
         self._cuda = info.get("cuda_path") == "gpu-staged"
         self._dtypes = {torch.float32, torch.int32} | _sixteen(self.ctx)
+        self._sum16 = _summer16(self.ctx)
         self.gloo = ProcessGroupGloo(PrefixStore("tally-gloo/", store),
                                      rank, world, timeout)
         self.routes = collections.Counter()
@@ -329,17 +348,22 @@ class ProcessGroupTally(ProcessGroup):
 
     def _sum(self, t, avg):
         """Sums (avg: averages) t over the ranks through tally, in
-        place. A tensor that is not contiguous is summed in a copy;
-        16-bit ones the context does not take are summed as float32 and
-        rounded once back (logged once)."""
+        place. A tensor that is not contiguous is summed in a copy.
+        16-bit sums: the context's own (libtally's fixed point rounded
+        once to the type) where it takes the type; an average, or a
+        type it does not take, is summed as float32 and rounded once
+        back (logged once)."""
         x = t if t.is_contiguous() else t.contiguous()
-        if x.dtype in self._dtypes:
+        if x.dtype in (torch.float32, torch.int32):
             self.ctx.allreduce(x, mean=avg)
+        elif x.dtype in self._dtypes and not avg:
+            self._sum16(x)
         else:
-            self._say("allreduce of %s" % x.dtype, logging.INFO,
-                      "this tally context sums float32, not %s: summed "
-                      "as float32 through tally and rounded once back"
-                      % x.dtype)
+            self._say("allreduce %sof %s" % ("avg " if avg else "",
+                                            x.dtype), logging.INFO,
+                      "summed as float32 through tally and rounded once "
+                      "back (this context sums %s)" % ", ".join(
+                          sorted(str(d) for d in self._dtypes)))
             y = x.float()
             self.ctx.allreduce(y, mean=avg)
             x.copy_(y)

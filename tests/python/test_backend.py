@@ -161,14 +161,25 @@ def test_native_collectives_when_the_context_has_them():
         assert nat.calls[-1] == ("allreduce", torch.bfloat16)
         assert nat.calls[0] == ("reduce_scatter", 6, 6, False)
         pg.close()
-        # The same calls on the plain context: the fallbacks.
+        # The same calls on the plain context: the fallbacks for the
+        # collectives; 16-bit sums by the extension, which reports its
+        # lanes in info() (tally_allreduce_typed), averages as float32.
         pg = _group(ctx)
         out = torch.zeros(6)
         pg._reduce_scatter_base(out, x.clone()).wait()
         assert out.tolist() == x.tolist()
-        b = torch.full((4,), 1.5, dtype=torch.bfloat16)
-        pg.allreduce([b]).wait()
+        assert backend._sixteen(ctx) == {torch.bfloat16, torch.float16}
+        for dt in (torch.bfloat16, torch.float16):
+            b = torch.full((4,), 1.5, dtype=dt)
+            pg.allreduce([b]).wait()
+            assert b.tolist() == [1.5] * 4
+        assert not any("of torch.bfloat16" in k or "of torch.float16" in k
+                       for k in pg._said), pg._said
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.AVG
+        pg.allreduce([b], opts).wait()
         assert b.tolist() == [1.5] * 4
+        assert "allreduce avg of torch.float16" in pg._said
         assert pg.routes["tally reduce_scatter"] == 1
         pg.close()
 
