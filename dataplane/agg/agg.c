@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <stddef.h>
+#include <string.h>
 
 #include "agg.h"
 #include "lanes.h"
@@ -106,11 +107,66 @@ start_round(struct tally_set *set, const struct tally_hdr *h,
 	set->complete = 0;
 }
 
+/*
+ * The answers of a completed SCATTER or GATHER round, whose header
+ * result() has filled in v as a PART_RESULT: the data (the sum, the
+ * owner's chunk) goes to the owner of a SCATTER round and to everyone
+ * but the owner of a GATHER round, a DONE without payload to the others
+ * (docs/protocol.md, "Collectives"). A RESEND is for member to alone.
+ */
+static __attribute__((noinline, cold)) enum tally_verdict_kind
+part_result(const struct tally_job *job, const struct tally_set *set,
+	unsigned int slot, unsigned int b, enum tally_verdict_kind kind,
+	struct tally_verdict *v, unsigned int to)
+{
+	unsigned int owner = *tally_job_owner(job, slot, b);
+	uint64_t one = UINT64_C(1) << owner;
+	uint64_t all = job->conf.world >= 64 ? ~UINT64_C(0) :
+		(UINT64_C(1) << job->conf.world) - 1;
+	uint64_t data = set->type == TALLY_PT_SCATTER ? one : all & ~one;
+	uint8_t wire[TALLY_HDR_LEN];
+
+	v->hdr.status = (uint8_t)owner;
+	v->done = v->hdr;
+	v->done.type = TALLY_PT_DONE;
+	if (kind == TALLY_V_RESEND && !(data >> to & 1)) {
+		v->hdr = v->done;
+		v->payload = NULL;
+		v->payload_len = 0;
+	} else if (kind == TALLY_V_COMPLETE) {
+		v->part = 1;
+		v->data_mask = data;
+		if (job->mac != NULL) {
+			v->done.flags |= TALLY_F_AUTH;
+			tally_hdr_encode(&v->done, wire);
+			tally_mac_tag(tally_job_mac(job, 0), TALLY_MAC_RESULT,
+				wire, NULL, 0, v->done_tag);
+		}
+	}
+	if (job->mac != NULL)
+		sign(v, tally_job_mac(job, 0), TALLY_MAC_RESULT);
+	return kind;
+}
+
+/* The result type of a round of type t (a request type). */
+static inline uint8_t
+result_type(unsigned int t)
+{
+	if (t == TALLY_PT_MAX)
+		return TALLY_PT_MAX_RESULT;
+	return t == TALLY_PT_SUM ? TALLY_PT_SUM_RESULT : TALLY_PT_PART_RESULT;
+}
+
+/*
+ * Fills v with set's result (round round of slot, in set b) as kind:
+ * COMPLETE to every member (a SCATTER or GATHER round: part_result()),
+ * RESEND to member to alone.
+ */
 static inline enum tally_verdict_kind
 result(const struct tally_job *job, const struct tally_set *set,
 	unsigned int slot, unsigned int b, uint64_t round,
 	enum tally_verdict_kind kind, struct tally_verdict *v,
-	const int sparse)
+	const int sparse, unsigned int to)
 {
 	struct tally_hdr *r = &v->hdr;
 	/* Numbered (docs/protocol.md, "Gaps"): a dense round of SEQ
@@ -118,8 +174,7 @@ result(const struct tally_job *job, const struct tally_set *set,
 	int numbered = !sparse && (set->flags & TALLY_F_SEQ) && job->mac == NULL;
 
 	r->version = TALLY_PROTO_VERSION;
-	r->type = set->type == TALLY_PT_MAX ? TALLY_PT_MAX_RESULT :
-		TALLY_PT_SUM_RESULT;
+	r->type = result_type(set->type);
 	r->flags = (set->flags & ~TALLY_F_SEQ) | (numbered ? TALLY_F_SEQ : 0) |
 		(b ? TALLY_F_SET : 0) |
 		(kind == TALLY_V_RESEND ? TALLY_F_RETX : 0);
@@ -139,9 +194,48 @@ result(const struct tally_job *job, const struct tally_set *set,
 	v->payload = tally_job_lanes(job, slot, b);
 	v->payload_len = set->res_len;
 	v->kind = kind;
+	if (__builtin_expect(tally_type_is_part(set->type), 0))
+		return part_result(job, set, slot, b, kind, v, to);
 	if (job->mac != NULL)
 		sign(v, tally_job_mac(job, 0), TALLY_MAC_RESULT);
 	return kind;
+}
+
+/*
+ * Whether h names the owner of the SCATTER or GATHER round its set holds
+ * (true of any other packet: only those have owners).
+ */
+static inline int
+same_owner(const struct tally_job *job, const struct tally_hdr *h)
+{
+	return !tally_type_is_part(h->type) ||
+		*tally_job_owner(job, h->slot, h->round & 1) == h->status;
+}
+
+/*
+ * Why h does not belong to the round cur holds: wrong_op when one of
+ * them is a SCATTER or GATHER and the other not, or not the same, or of
+ * another owner; mismatch for another chunk of the same kind of round.
+ */
+static __attribute__((noinline, cold)) enum tally_status
+differs(const struct tally_job *job, const struct tally_set *cur,
+	const struct tally_hdr *h)
+{
+	if (cur->type != h->type ? tally_type_is_part(cur->type) ||
+			tally_type_is_part(h->type) : !same_owner(job, h))
+		return TALLY_ST_WRONG_OP;
+	return TALLY_ST_MISMATCH;
+}
+
+/*
+ * A GATHER contribution: the owner's data is copied into the lanes as it
+ * is (nothing to sum); the others' requests carry none.
+ */
+static inline void
+gather_in(uint32_t *lanes, const struct tally_hdr *h, const void *payload)
+{
+	if (h->rank == h->status)
+		memcpy(lanes, payload, tally_enc_payload_len(h->enc, h->count));
 }
 
 /* A packet of a round its sender has moved past: dropped, counted. */
@@ -161,8 +255,8 @@ again(struct tally_job *job, struct tally_agg_stats *st,
 	const struct tally_hdr *h, struct tally_set *cur,
 	struct tally_verdict *v, const int sparse)
 {
-	if (!same_round(cur, h, sparse))
-		return nack(st, v, h, TALLY_ST_MISMATCH);
+	if (!same_round(cur, h, sparse) || !same_owner(job, h))
+		return nack(st, v, h, differs(job, cur, h));
 	if (!cur->complete) {
 		st->duplicates++;
 		v->kind = TALLY_V_DROP;
@@ -170,7 +264,7 @@ again(struct tally_job *job, struct tally_agg_stats *st,
 	}
 	st->resent++;
 	return result(job, cur, h->slot, h->round & 1, h->round,
-		TALLY_V_RESEND, v, sparse);
+		TALLY_V_RESEND, v, sparse, h->rank);
 }
 
 /*
@@ -210,12 +304,18 @@ count_in(struct tally_job *job, struct tally_agg_stats *st,
 
 	if (cur->bitmap == 0) {
 		start_round(cur, h, sparse);
-		if (!sparse || h->count > 0)
+		if (__builtin_expect(tally_type_is_part(h->type), 0))
+			*tally_job_owner(job, h->slot, b) = h->status;
+		if (h->type == TALLY_PT_GATHER)
+			gather_in(lanes, h, payload);
+		else if (!sparse || h->count > 0)
 			tally_lanes_init(lanes, payload, op, h->enc, h->count);
 	} else {
-		if (!same_round(cur, h, sparse))
-			return nack(st, v, h, TALLY_ST_MISMATCH);
-		if (!sparse) {
+		if (!same_round(cur, h, sparse) || !same_owner(job, h))
+			return nack(st, v, h, differs(job, cur, h));
+		if (!sparse && h->type == TALLY_PT_GATHER) {
+			gather_in(lanes, h, payload);
+		} else if (!sparse) {
 			tally_lanes_fold(lanes, payload, op, h->enc, h->count);
 		} else {
 			/* Members without the block add nothing. */
@@ -241,16 +341,23 @@ count_in(struct tally_job *job, struct tally_agg_stats *st,
 		v->kind = TALLY_V_TAKEN;
 		return v->kind;
 	}
-	cur->res_enc = (uint8_t)(op == TALLY_OP_MAX ? h->enc :
-		tally_enc_result(h->enc, job->conf.narrow));
-	cur->res_len = (uint16_t)tally_lanes_finish(lanes, cur->res_enc,
-		cur->count, job->conf.world);
+	if (h->type == TALLY_PT_GATHER) {
+		/* The owner's bytes, as they came. */
+		cur->res_enc = h->enc;
+		cur->res_len = (uint16_t)tally_enc_payload_len(h->enc,
+			cur->count);
+	} else {
+		cur->res_enc = (uint8_t)(op == TALLY_OP_MAX ? h->enc :
+			tally_enc_result(h->enc, job->conf.narrow));
+		cur->res_len = (uint16_t)tally_lanes_finish(lanes,
+			cur->res_enc, cur->count, job->conf.world);
+	}
 	cur->complete = 1;
 	st->completed++;
 	if (!sparse && (cur->flags & TALLY_F_SEQ) && job->mac == NULL)
 		number(job, cur, h->slot);
 	return result(job, cur, h->slot, b, h->round, TALLY_V_COMPLETE, v,
-		sparse);
+		sparse, TALLY_RANK_ALL);
 }
 
 /*
@@ -380,6 +487,26 @@ contribute_sparse(struct tally_job *job, struct tally_agg_stats *st,
 	return contribute(job, st, h, payload, v, 1);
 }
 
+/*
+ * The owner of a SCATTER or GATHER contribution h (len bytes on the
+ * wire): a member of the job; and a GATHER carries data exactly when its
+ * sender owns the round (docs/protocol.md, "Collectives").
+ */
+static __attribute__((noinline, cold)) enum tally_status
+part_check(const struct tally_job *job, const struct tally_hdr *h,
+	unsigned int len)
+{
+	unsigned int bare = TALLY_HDR_LEN +
+		((h->flags & TALLY_F_AUTH) ? TALLY_TAG_LEN : 0);
+
+	if (h->status >= job->conf.world)
+		return TALLY_ST_BAD_OWNER;
+	if (h->type == TALLY_PT_GATHER &&
+			(len != bare) != (h->rank == h->status))
+		return TALLY_ST_NOT_OWNER;
+	return TALLY_ST_OK;
+}
+
 enum tally_verdict_kind
 tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 	const void *pkt, unsigned int len, const struct tally_addr *src,
@@ -396,6 +523,7 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 	v->payload_len = 0;
 	v->tagged = 0;
 	v->gap_n = 0;
+	v->part = 0;
 	s = tally_hdr_decode(pkt, len, &h);
 	if (s == TALLY_ST_TRUNCATED || s == TALLY_ST_BAD_MAGIC ||
 			s == TALLY_ST_BAD_VERSION || s == TALLY_ST_BAD_TYPE)
@@ -425,6 +553,9 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 		return nack(st, v, &h, TALLY_ST_BAD_LENGTH);
 	if (h.slot >= job->conf.window)
 		return nack(st, v, &h, TALLY_ST_BAD_SLOT);
+	if (__builtin_expect(tally_type_is_part(h.type), 0) &&
+			(s = part_check(job, &h, len)) != TALLY_ST_OK)
+		return nack(st, v, &h, s);
 	if ((h.flags & (TALLY_F_SEQ | TALLY_F_SPARSE)) == TALLY_F_SEQ)
 		seq_check(job, st, &h, v);
 	if (unlikely_sparse(&h))

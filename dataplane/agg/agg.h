@@ -57,6 +57,17 @@ struct tally_verdict {
 	uint8_t tag[TALLY_TAG_LEN];
 	uint32_t gap_first;	/* a gap: the sender's first frame missing */
 	uint32_t gap_n;		/*   how many; 0: none (tally_agg_gap()) */
+	/*
+	 * A COMPLETE of a SCATTER or GATHER round (part set): hdr and the
+	 * payload go only to the members in data_mask (a bit a rank), done
+	 * (a DONE, no payload; tagged with done_tag when tagged) to the
+	 * others, every one of them unicast (docs/protocol.md,
+	 * "Collectives"). part is 0 in every other verdict.
+	 */
+	uint8_t part;
+	uint64_t data_mask;
+	struct tally_hdr done;
+	uint8_t done_tag[TALLY_TAG_LEN];
 };
 
 /*

@@ -111,9 +111,13 @@ check_decode(const uint8_t *pkt, size_t len)
 	CHECK(len >= TALLY_HDR_LEN);
 	tally_hdr_encode(&h, again);
 	CHECK(memcmp(again, pkt, TALLY_HDR_LEN) == 0);
-	if (h.type == TALLY_PT_NACK) {
+	if (h.type == TALLY_PT_NACK || h.type == TALLY_PT_DONE ||
+			(h.type == TALLY_PT_GATHER && len == tally_pkt_len(
+				h.enc, 0, (h.flags & TALLY_F_AUTH) != 0))) {
+		/* No payload: a NACK, a DONE, a GATHER request. */
 		CHECK(len == tally_pkt_len(h.enc, 0,
 			(h.flags & TALLY_F_AUTH) != 0));
+		CHECK(h.type == TALLY_PT_NACK || h.count >= 1);
 	} else {
 		/* Only a block-sparse SUM or result may carry no block. */
 		CHECK(h.count <= TALLY_MAX_ELEMS);
@@ -195,7 +199,10 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 			v->status == TALLY_ST_BAD_LENGTH ||
 			v->status == TALLY_ST_BAD_SLOT ||
 			v->status == TALLY_ST_MISMATCH ||
-			v->status == TALLY_ST_EARLY);
+			v->status == TALLY_ST_EARLY ||
+			v->status == TALLY_ST_BAD_OWNER ||
+			v->status == TALLY_ST_NOT_OWNER ||
+			v->status == TALLY_ST_WRONG_OP);
 		CHECK(v->hdr.type == TALLY_PT_NACK);
 		CHECK(v->hdr.status == v->status);
 		CHECK(v->payload_len == 0);
@@ -205,7 +212,20 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	/* COMPLETE or RESEND: a result out of the slot's own lanes. */
 	CHECK(v->status == TALLY_ST_OK);
 	CHECK(v->hdr.type == TALLY_PT_SUM_RESULT ||
-		v->hdr.type == TALLY_PT_MAX_RESULT);
+		v->hdr.type == TALLY_PT_MAX_RESULT ||
+		v->hdr.type == TALLY_PT_PART_RESULT ||
+		v->hdr.type == TALLY_PT_DONE);
+	/* A SCATTER or GATHER round's: its owner, a member; the data to
+	 * some members, a DONE (no payload) to the others. */
+	CHECK(!tally_type_is_part(v->hdr.type) ||
+		v->hdr.status < job->conf.world);
+	CHECK(!v->part || (k == TALLY_V_COMPLETE &&
+		v->done.type == TALLY_PT_DONE));
+	if (v->hdr.type == TALLY_PT_DONE) {
+		CHECK(k == TALLY_V_RESEND && v->payload_len == 0);
+		check_reply(v);
+		return;
+	}
 	CHECK(v->hdr.job == job->conf.id);
 	CHECK(v->hdr.token == job->conf.token);
 	CHECK(v->hdr.slot < job->conf.window);

@@ -79,6 +79,9 @@ tally_job_create(const struct tally_job_conf *conf)
 	if (posix_memalign((void **)&job->seen, 64, (size_t)job->seen_ports *
 			job->seen_stride * sizeof(*job->seen)) != 0)
 		goto err_lanes;
+	job->owner = calloc(nsets, 1);
+	if (job->owner == NULL)
+		goto err_seen;
 	rc = conf->auth ? make_keys(job) : 0;
 	/* The raw keys stay only in their expanded form. */
 	explicit_bzero(job->conf.key_result, sizeof(job->conf.key_result));
@@ -91,6 +94,8 @@ tally_job_create(const struct tally_job_conf *conf)
 	tally_job_reset(job);
 	return job;
 
+err_seen:
+	free(job->seen);
 err_lanes:
 	free(job->lanes);
 err_sets:
@@ -116,6 +121,7 @@ tally_job_destroy(struct tally_job *job)
 	if (job == NULL)
 		return;
 	free_keys(job);
+	free(job->owner);
 	free(job->seen);
 	free(job->lanes);
 	free(job->sets);

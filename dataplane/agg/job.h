@@ -123,6 +123,9 @@ struct tally_job {
 				 * to a cache line, so no two lcores share
 				 * one */
 	uint16_t seen_ports;	/* rows: nports, at most the window */
+	uint8_t *owner;		/* [slot * 2 + set]: the owner of a SCATTER
+				 * or GATHER round the set holds
+				 * (docs/protocol.md, "Collectives") */
 	struct tally_mac_key *mac; /* auth: expanded keys, [0] the results',
 				 * [1 + 2 r] rank r's up, [2 + 2 r] its
 				 * down (tally_job_mac()); NULL: plain */
@@ -169,6 +172,13 @@ static inline struct tally_set *
 tally_job_set(const struct tally_job *job, unsigned int slot, unsigned int set)
 {
 	return &job->sets[slot * 2 + set];
+}
+
+static inline uint8_t *
+tally_job_owner(const struct tally_job *job, unsigned int slot,
+	unsigned int set)
+{
+	return &job->owner[slot * 2 + set];
 }
 
 static inline uint32_t *

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 #include <time.h>
 
 #include <rte_ethdev.h>
@@ -118,20 +119,22 @@ static unsigned int
 roce_dsts(struct tally_dp *dp, struct tally_dp_lcore *lc,
 	const struct tally_verdict *v, const struct tally_net_rx *rx,
 	const struct tally_roce_rx *rr, struct tally_roce_tmpl *back,
-	struct tally_roce_dst *dst)
+	struct tally_roce_dst *dst, uint64_t mask)
 {
 	const struct tally_job_conf *jc = &v->job->conf;
 	const struct tally_dp_jobx *x = tally_dp_jobx(v->job);
 	unsigned int n = 0;
 
-	if (v->kind == TALLY_V_COMPLETE && jc->group.ip != 0) {
+	if (v->kind == TALLY_V_COMPLETE && jc->group.ip != 0 && !v->part) {
 		dst[n++] = (struct tally_roce_dst){ &x->rgroup, &x->group_mac };
 	} else if (v->kind == TALLY_V_COMPLETE) {
 		for (unsigned int r = 0; r < jc->world; r++) {
-			const struct rte_ether_addr *mac =
-				tally_net_neigh_lookup(lc->neigh,
-					jc->members[r].ip);
+			const struct rte_ether_addr *mac;
 
+			if (!(mask >> r & 1))
+				continue;
+			mac = tally_net_neigh_lookup(lc->neigh,
+				jc->members[r].ip);
 			if (mac == NULL) {
 				lc->st.no_neigh++;
 				continue;
@@ -155,7 +158,7 @@ roce_dsts(struct tally_dp *dp, struct tally_dp_lcore *lc,
 static void
 answer_roce(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	const struct tally_verdict *v, const struct tally_net_rx *rx,
-	const struct tally_roce_rx *rr, struct tally_job_ctr *c)
+	const struct tally_roce_rx *rr, struct tally_job_ctr *c, uint64_t mask)
 {
 	struct tally_roce_dst dst[TALLY_MAX_WORKERS];
 	struct tally_roce_tmpl back;
@@ -172,7 +175,7 @@ answer_roce(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		lc->st.no_mbuf++;
 		return;
 	}
-	n = roce_dsts(dp, lc, v, rx, rr, &back, dst);
+	n = roce_dsts(dp, lc, v, rx, rr, &back, dst, mask);
 	if (o->n + n > OUT_MAX)
 		flush(dp, lc, o);
 	if (unlikely(tally_roce_fanout(dp->hdr_pool, body, crc, pad, sport,
@@ -192,15 +195,16 @@ answer_roce(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 
 /*
  * Sends what verdict v asks for: the result to every member of the job
- * whose MAC this lcore knows, or once to its multicast group (COMPLETE),
- * or the result or a NACK back to the sender (RESEND, NACK). The payload
+ * in mask whose MAC this lcore knows, or once to its multicast group
+ * (COMPLETE, but of a SCATTER or GATHER round), or the result or a NACK
+ * back to the sender (RESEND, NACK). The payload
  * is written once into a body; the job's templates give the headers.
  * Result frames sent count in the job's row c.
  */
 static void
-answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+answer_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	const struct tally_verdict *v, const struct tally_net_rx *rx,
-	const struct tally_roce_rx *rr, struct tally_job_ctr *c)
+	const struct tally_roce_rx *rr, struct tally_job_ctr *c, uint64_t mask)
 {
 	const struct tally_job_conf *jc = &v->job->conf;
 	const struct tally_dp_jobx *x = tally_dp_jobx(v->job);
@@ -211,14 +215,16 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	uint32_t ck;
 
 	if (jc->roce) {
-		answer_roce(dp, lc, o, v, rx, rr, c);
+		answer_roce(dp, lc, o, v, rx, rr, c, mask);
 		return;
 	}
 	/* Never handed to the port to vanish there: counted instead. */
 	if (unlikely(TALLY_IPV4_UDP_LEN + TALLY_HDR_LEN +
 			(unsigned int)v->payload_len > dp->mtu)) {
 		lc->st.too_big += v->kind == TALLY_V_COMPLETE &&
-			jc->group.ip == 0 ? jc->world : 1;
+			(jc->group.ip == 0 || v->part) ?
+			(unsigned int)__builtin_popcountll(mask &
+				~(~UINT64_C(0) << (jc->world - 1) << 1)) : 1;
 		return;
 	}
 	body = tally_net_body(dp->pool, &v->hdr, v->payload, v->payload_len,
@@ -227,14 +233,16 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 		lc->st.no_mbuf++;
 		return;
 	}
-	if (v->kind == TALLY_V_COMPLETE && jc->group.ip != 0) {
+	if (v->kind == TALLY_V_COMPLETE && jc->group.ip != 0 && !v->part) {
 		dst[n++] = (struct tally_net_dst){ &x->group, &x->group_mac };
 	} else if (v->kind == TALLY_V_COMPLETE) {
 		for (unsigned int r = 0; r < jc->world; r++) {
-			const struct rte_ether_addr *mac =
-				tally_net_neigh_lookup(lc->neigh,
-					jc->members[r].ip);
+			const struct rte_ether_addr *mac;
 
+			if (!(mask >> r & 1))
+				continue;
+			mac = tally_net_neigh_lookup(lc->neigh,
+				jc->members[r].ip);
 			if (mac == NULL) {
 				lc->st.no_neigh++;
 				continue;
@@ -253,6 +261,37 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	c->results += sent;
 	c->bytes_out += (uint64_t)sent * (TALLY_HDR_LEN + v->payload_len +
 		(v->tagged ? TALLY_TAG_LEN : 0));
+}
+
+/*
+ * Sends what verdict v asks for (answer_to()): a COMPLETE to every
+ * member; one of a SCATTER or GATHER round (v->part) as two bodies, the
+ * data to the members of v->data_mask and a DONE to the others, each
+ * unicast even in a job with a multicast group (docs/protocol.md,
+ * "Collectives").
+ */
+static void
+answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_verdict *v, const struct tally_net_rx *rx,
+	const struct tally_roce_rx *rr, struct tally_job_ctr *c)
+{
+	uint64_t all = ~UINT64_C(0);
+	struct tally_verdict d;
+
+	if (likely(!v->part)) {
+		answer_to(dp, lc, o, v, rx, rr, c, all);
+		return;
+	}
+	if (v->data_mask != 0)
+		answer_to(dp, lc, o, v, rx, rr, c, v->data_mask);
+	if ((v->data_mask | ~(all << (v->job->conf.world - 1) << 1)) == all)
+		return;
+	d = *v;
+	d.hdr = v->done;
+	d.payload = NULL;
+	d.payload_len = 0;
+	memcpy(d.tag, v->done_tag, sizeof(d.tag));
+	answer_to(dp, lc, o, &d, rx, rr, c, ~v->data_mask);
 }
 
 /*

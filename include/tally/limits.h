@@ -5,7 +5,7 @@
  * (join) share, so that all three accept and refuse the same numbers.
  *
  * - Memory: a job holds window x 2 shadow sets, each with its 32-byte
- *   state and max_elems 32-bit lanes rounded up to 16 (a cache line),
+ *   state, its owner byte and max_elems 32-bit lanes rounded up to 16,
  *   plus a fixed part (counters, result headers): tally_job_mem_bytes().
  * - Packets: a chunk of max_elems elements in encoding enc, and its
  *   result (widened to i32 or i8 unless the job is narrow:
@@ -33,8 +33,10 @@ extern "C" {
 
 /* IPv4 without options, then UDP: what a tally datagram travels in. */
 #define TALLY_IPV4_UDP_LEN	28
-/* One shadow set's state at the dataplane (agg/job.h, struct tally_set). */
+/* One shadow set's state at the dataplane (agg/job.h, struct tally_set),
+ * and its round's owner (a reduce-scatter's or all-gather's, job->owner). */
 #define TALLY_JOB_SET_BYTES	32
+#define TALLY_JOB_OWNER_BYTES	1
 /* A job's fixed part at tally-dp: the job (with room for an
  * authenticated job's raw keys), its counter rows and result headers
  * (checked against the real structs in dataplane/dp/jobs.c). An
@@ -60,7 +62,8 @@ tally_job_mem_bytes(unsigned int window, unsigned int max_elems)
 {
 	uint64_t stride = ((uint64_t)max_elems + 15) & ~(uint64_t)15;
 
-	return (uint64_t)window * 2 * (TALLY_JOB_SET_BYTES + stride * 4) +
+	return (uint64_t)window * 2 * (TALLY_JOB_SET_BYTES +
+		TALLY_JOB_OWNER_BYTES + stride * 4) +
 		TALLY_JOB_FIXED_BYTES;
 }
 

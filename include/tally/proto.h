@@ -39,6 +39,17 @@ enum tally_pkt_type {
 	TALLY_PT_MAX = 3,	 /* worker -> aggregator: scale round (maximum) */
 	TALLY_PT_MAX_RESULT = 4, /* aggregator -> worker: the maximum */
 	TALLY_PT_NACK = 5,	 /* aggregator -> worker: refused, see status */
+	TALLY_PT_SCATTER = 6,	 /* worker -> aggregator: contribution to a sum
+				  * whose result goes to one member, the owner
+				  * (the status byte) */
+	TALLY_PT_GATHER = 7,	 /* worker -> aggregator: the owner's data for
+				  * the others, or another member's request
+				  * for it (no payload) */
+	TALLY_PT_PART_RESULT = 8, /* aggregator -> worker: a SCATTER round's sum
+				  * to its owner, a GATHER round's data to
+				  * the others */
+	TALLY_PT_DONE = 9,	 /* aggregator -> worker: the round completed,
+				  * its data went to others; no payload */
 };
 
 /* Flag bits (the flags field). Receivers ignore bits they do not know. */
@@ -87,7 +98,13 @@ enum tally_status {
 				  * plain job: a tag */
 	TALLY_ST_GAP = 16,	 /* not a refusal: the sender's packets named
 				  * in the NACK never arrived (flag SEQ) */
-	TALLY_ST_MAX_ = 17
+	TALLY_ST_BAD_OWNER = 17, /* SCATTER, GATHER: owner >= the world */
+	TALLY_ST_NOT_OWNER = 18, /* GATHER: data from a member not its owner,
+				  * or the owner's without data */
+	TALLY_ST_WRONG_OP = 19,	 /* the slot's round is of another collective
+				  * (SCATTER, GATHER against anything else)
+				  * or another owner */
+	TALLY_ST_MAX_ = 20
 };
 
 /* The header as it lies on the wire: 40 bytes, fields big-endian. */
@@ -227,13 +244,25 @@ tally_enc_result(unsigned int enc, int narrow)
 static inline int
 tally_type_is_request(unsigned int type)
 {
-	return type == TALLY_PT_SUM || type == TALLY_PT_MAX;
+	return type == TALLY_PT_SUM || type == TALLY_PT_MAX ||
+		type == TALLY_PT_SCATTER || type == TALLY_PT_GATHER;
+}
+
+/*
+ * Whether packets of this type belong to a round with an owner
+ * (reduce-scatter, all-gather, broadcast: docs/protocol.md,
+ * "Collectives"): the status byte is then the owner's rank.
+ */
+static inline int
+tally_type_is_part(unsigned int type)
+{
+	return type >= TALLY_PT_SCATTER && type <= TALLY_PT_DONE;
 }
 
 static inline int
 tally_type_valid(unsigned int type)
 {
-	return type >= TALLY_PT_SUM && type <= TALLY_PT_NACK;
+	return type >= TALLY_PT_SUM && type <= TALLY_PT_DONE;
 }
 
 /* Writes h to buf (TALLY_HDR_LEN bytes) in wire order, magic included. */
@@ -273,7 +302,8 @@ tally_pkt_len(unsigned int enc, size_t count, int auth)
 /*
  * Reads the header of the len-byte packet at buf into h and checks what
  * can be checked without a job: length, magic, version, type, encoding and
- * that the payload holds exactly count elements (NACKs carry none), plus
+ * that the payload holds exactly count elements (NACKs and DONEs carry
+ * none, a GATHER none or count), plus
  * the tag when the flag AUTH is set. Returns TALLY_ST_OK or the status
  * that refuses the packet; h is filled as far as the packet was read.
  */
@@ -319,13 +349,20 @@ tally_hdr_decode(const void *buf, size_t len, struct tally_hdr *h)
 	 * never sparse. Dense packets pay one flag test for this.
 	 */
 	if (__builtin_expect((h->flags & TALLY_F_SPARSE) != 0, 0)) {
-		if (h->type == TALLY_PT_MAX || h->type == TALLY_PT_MAX_RESULT)
+		if (h->type == TALLY_PT_MAX || h->type == TALLY_PT_MAX_RESULT ||
+				tally_type_is_part(h->type))
 			return TALLY_ST_BAD_TYPE;
 		if (h->count > TALLY_MAX_ELEMS)
 			return TALLY_ST_BAD_LENGTH;
 	} else if (h->count == 0 || h->count > TALLY_MAX_ELEMS) {
 		return TALLY_ST_BAD_LENGTH;
 	}
+	/* A DONE carries no payload; a GATHER request from a member that
+	 * does not own the round neither (docs/protocol.md, "Collectives"). */
+	if (__builtin_expect(h->type >= TALLY_PT_GATHER, 0) &&
+			(h->type == TALLY_PT_DONE ||
+			 (h->type == TALLY_PT_GATHER && len == want)))
+		return len == want ? TALLY_ST_OK : TALLY_ST_BAD_LENGTH;
 	want += tally_enc_payload_len(h->enc, h->count);
 	if (len != want)
 		return TALLY_ST_BAD_LENGTH;
@@ -392,6 +429,9 @@ tally_status_name(unsigned int st)
 		[TALLY_ST_STALE] = "stale",
 		[TALLY_ST_BAD_AUTH] = "bad_auth",
 		[TALLY_ST_GAP] = "gap",
+		[TALLY_ST_BAD_OWNER] = "bad_owner",
+		[TALLY_ST_NOT_OWNER] = "not_owner",
+		[TALLY_ST_WRONG_OP] = "wrong_op",
 	};
 
 	return st < TALLY_ST_MAX_ ? names[st] : "unknown";

@@ -88,7 +88,9 @@ def check_codes(doc):
 	types = {r[1]: num(r[0]) for r in table(doc, "### Packet types")}
 	ok(types == {"SUM": pc.T_SUM, "SUM_RESULT": pc.T_SUM_RESULT,
 		"MAX": pc.T_MAX, "MAX_RESULT": pc.T_MAX_RESULT,
-		"NACK": pc.T_NACK}, "packet types: %s" % types)
+		"NACK": pc.T_NACK, "SCATTER": pc.T_SCATTER,
+		"GATHER": pc.T_GATHER, "PART_RESULT": pc.T_PART_RESULT,
+		"DONE": pc.T_DONE}, "packet types: %s" % types)
 	flags = {r[1]: num(r[0]) for r in table(doc, "### Flags")}
 	ok(flags == {"RETX": pc.F_RETX, "LAST": pc.F_LAST, "SET": pc.F_SET,
 		"SPARSE": pc.F_SPARSE, "AUTH": pc.F_AUTH, "SEQ": pc.F_SEQ},

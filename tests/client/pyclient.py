@@ -41,6 +41,9 @@ MAGIC = 0x7A11
 VERSION = 2
 HDR = struct.Struct(">HBBBBHQBBHIHhIQ")	# 40 bytes
 T_SUM, T_SUM_RESULT, T_MAX, T_MAX_RESULT, T_NACK = 1, 2, 3, 4, 5
+# Collectives with an owner (docs/protocol.md, "Collectives"): this
+# client does not send them, and ignores their results.
+T_SCATTER, T_GATHER, T_PART_RESULT, T_DONE = 6, 7, 8, 9
 F_RETX, F_LAST, F_SET, F_SPARSE, F_AUTH = 0x01, 0x02, 0x04, 0x08, 0x10
 F_SEQ = 0x20	# not sent: this client gets no NACK gap
 ENC_F32, ENC_I32 = 1, 2
@@ -51,7 +54,8 @@ MAX_COUNT = 8192
 STATUS = {1: "truncated", 2: "bad_magic", 3: "bad_version", 4: "bad_type",
 	5: "bad_encoding", 6: "bad_length", 7: "unknown_job", 8: "bad_token",
 	9: "bad_rank", 10: "bad_source", 11: "bad_slot", 12: "mismatch",
-	13: "early", 14: "stale", 15: "bad_auth", 16: "gap"}
+	13: "early", 14: "stale", 15: "bad_auth", 16: "gap", 17: "bad_owner",
+	18: "not_owner", 19: "wrong_op"}
 # docs/control.md, "Rendezvous protocol".
 RDV_PORT = 7470
 RDV_MAX_MSG = 4096

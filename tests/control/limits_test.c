@@ -74,7 +74,7 @@ too_much_memory(void **state)
 	ping(9000);
 	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
 		-E2BIG);
-	assert_string_equal(why, "job 'big' needs 2050.0 MiB at tally-dp "
+	assert_string_equal(why, "job 'big' needs 2050.1 MiB at tally-dp "
 		"(window 32768 x max_elems 8192); it takes at most 256.0 MiB a "
 		"job (tally-dp --max-job-mem)");
 	/* Checked again at join, where tally-dp may have restarted. */
@@ -143,8 +143,8 @@ over_budget(void **state)
 	d.jobs = &a[3];		/* four: 980 MiB, and j makes 1225 */
 	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
 		-ENOMEM);
-	assert_string_equal(why, "job 'b' needs 245.1 MiB at tally-dp; the "
-		"other jobs take 980.5 of its 1024.0 MiB (tally-dp "
+	assert_string_equal(why, "job 'b' needs 245.2 MiB at tally-dp; the "
+		"other jobs take 980.6 of its 1024.0 MiB (tally-dp "
 		"--mem-budget)");
 	/* A join checks the job alone. */
 	assert_int_equal(tallyd_limits_check(&d, &j, false, why, sizeof(why)),

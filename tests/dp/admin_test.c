@@ -284,7 +284,7 @@ job_add_refusals(void **state)
 		"\"port\":9}]}", EINVAL, "member 0: 'ip' 255.255.255.255 is not "
 		"a unicast host address");
 	refused(ADD1 "\"id\":1,\"window\":32768,\"max_elems\":8192}", E2BIG,
-		"job 1 needs 2050.0 MiB (window 32768 x max_elems 8192); "
+		"job 1 needs 2050.1 MiB (window 32768 x max_elems 8192); "
 		"tally-dp takes at most 256.0 MiB a job (--max-job-mem)");
 	refused(ADD1 "\"id\":1,\"max_elems\":1024,\"encodings\":[\"i8\"]}",
 		EMSGSIZE, "job 1: 1024 elements of i8 make 4164-byte IPv4 "

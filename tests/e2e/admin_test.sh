@@ -51,7 +51,7 @@ ok $? "member 255.255.255.255 refused (EINVAL)"
 t0=$(date +%s%N)
 rep=$(dp_admin "$ADD,\"id\":1,\"window\":32768,\"max_elems\":8192}")
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-echo "$rep" | jq_py 'j["errno"], j["error"]' | grep -q "^7 job 1 needs 2050.0 MiB"
+echo "$rep" | jq_py 'j["errno"], j["error"]' | grep -q "^7 job 1 needs 2050.1 MiB"
 ok $? "window 32768 x max_elems 8192 refused at once (E2BIG, $ms ms)"
 echo "# $rep"
 rep=$(dp_admin "$ADD,\"id\":1,\"max_elems\":1024,\"encodings\":[\"i8\"]}")

@@ -33,7 +33,7 @@ refused() {
 }
 refused big "over tally-dp's MTU of 1400; at most max_elems 333" --max-elems 336
 ok $? "create --max-elems 336 at MTU 1400: refused, names the limit (333)"
-refused huge "needs 2050.0 MiB at tally-dp" --window 32768 --max-elems 8192
+refused huge "needs 2050.1 MiB at tally-dp" --window 32768 --max-elems 8192
 ok $? "create --window 32768 --max-elems 8192: refused (2 GiB a job)"
 refused q8 "codec q8 makes 4164-byte packets (i8, widened results)" \
 	--codec q8 --max-elems 1024

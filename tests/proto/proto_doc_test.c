@@ -237,11 +237,14 @@ types_match(void **state)
 	static const struct constant c[] = {
 		{ "SUM", TALLY_PT_SUM }, { "SUM_RESULT", TALLY_PT_SUM_RESULT },
 		{ "MAX", TALLY_PT_MAX }, { "MAX_RESULT", TALLY_PT_MAX_RESULT },
-		{ "NACK", TALLY_PT_NACK },
+		{ "NACK", TALLY_PT_NACK }, { "SCATTER", TALLY_PT_SCATTER },
+		{ "GATHER", TALLY_PT_GATHER },
+		{ "PART_RESULT", TALLY_PT_PART_RESULT },
+		{ "DONE", TALLY_PT_DONE },
 	};
 
 	(void)state;
-	check_constants("### Packet types", c, 5, 1);
+	check_constants("### Packet types", c, 9, 1);
 }
 
 static void

@@ -161,7 +161,7 @@ bad_magic_version_type(void **state)
 {
 	struct tally_hdr h = sample(), d;
 	size_t len = build(buf, &h);
-	static const uint8_t types[] = { 0, 6, 7, 0x80, 0xff };
+	static const uint8_t types[] = { 0, 10, 11, 0x80, 0xff };
 
 	(void)state;
 	buf[1] ^= 1;
