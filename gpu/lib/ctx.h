@@ -215,7 +215,8 @@ int tally_lib_allreduce_powersgd(struct tally_ctx *ctx, struct tally_state *st,
  * encodings"), each packed as the wire packs it.
  */
 struct tally_round {
-	uint8_t type;		/* TALLY_PT_SUM or TALLY_PT_MAX */
+	uint8_t type;		/* TALLY_PT_SUM or TALLY_PT_MAX; SCATTER or
+				 * GATHER (coll.c), with shard set */
 	uint8_t enc;		/* any TALLY_ENC_ for sums; f32 or i32 for MAX */
 	int16_t scale_exp;	/* put in every header */
 	const void *src;	/* n elements to contribute, in enc */
@@ -235,6 +236,18 @@ struct tally_round {
 	void (*decode)(const struct tally_round *r, size_t off, size_t count,
 		const void *res);
 	void *arg;
+	/*
+	 * Rounds with an owner (SCATTER, GATHER: docs/protocol.md,
+	 * "Collectives"): n is shards of shard elements, shard p owned by
+	 * rank (root + p) % world, each cut into chunks on its own. A
+	 * GATHER's member sends data only for the shards it owns, read at
+	 * src + (offset - src_base); every result of offset o goes to
+	 * dst + (o - dst_base) (in elements of the result encoding).
+	 */
+	size_t shard;		/* 0: a round without owners */
+	uint8_t root;
+	size_t src_base;
+	size_t dst_base;
 };
 
 /*

@@ -44,6 +44,8 @@ struct run {
 	struct tally_ctx *ctx;
 	const struct tally_round *r;
 	uint32_t nchunks;
+	uint32_t per_shard;		/* a round with owners: chunks of a
+					 * shard; 0 for others */
 	uint32_t done;			/* chunks whose result arrived */
 	uint8_t res_type;		/* the result we wait for */
 	uint8_t res_enc;
@@ -63,18 +65,64 @@ tally_lib_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Chunk c's element offset: c elems-element chunks in, or, in a round
+ * with owners, chunk c % per_shard of shard c / per_shard (shards are
+ * cut on their own: docs/protocol.md, "Collectives").
+ */
 static uint32_t
 chunk_offset(const struct run *run, uint32_t c)
 {
-	return c * (uint32_t)run->ctx->elems;
+	uint32_t e = (uint32_t)run->ctx->elems;
+
+	if (__builtin_expect(run->per_shard != 0, 0))
+		return (uint32_t)(c / run->per_shard * run->r->shard) +
+			c % run->per_shard * e;
+	return c * e;
 }
 
 static uint16_t
 chunk_count(const struct run *run, uint32_t c)
 {
-	size_t left = run->r->n - (size_t)chunk_offset(run, c);
+	size_t end = run->per_shard != 0 ?
+		(c / run->per_shard + 1) * run->r->shard : run->r->n;
+	size_t left = end - (size_t)chunk_offset(run, c);
 
 	return (uint16_t)(left < run->ctx->elems ? left : run->ctx->elems);
+}
+
+/* The owner of chunk c in a round with owners. */
+static uint8_t
+chunk_owner(const struct run *run, uint32_t c)
+{
+	return (uint8_t)((run->r->root + c / run->per_shard) %
+		run->ctx->world);
+}
+
+/*
+ * Whether this member's packet for chunk c carries data: always, but a
+ * GATHER's request for a chunk it does not own.
+ */
+static int
+sends_data(const struct run *run, uint32_t c)
+{
+	return run->r->type != TALLY_PT_GATHER ||
+		chunk_owner(run, c) == run->ctx->rank;
+}
+
+/*
+ * The type of the answer chunk c waits for: the round's result, or in a
+ * round with owners PART_RESULT where this member gets the data (the
+ * owner of a SCATTER chunk, the others of a GATHER chunk), else DONE.
+ */
+static uint8_t
+answer_type(const struct run *run, uint32_t c)
+{
+	if (run->per_shard == 0)
+		return run->res_type;
+	return (run->r->type == TALLY_PT_SCATTER) ==
+		(chunk_owner(run, c) == run->ctx->rank) ?
+		TALLY_PT_PART_RESULT : TALLY_PT_DONE;
 }
 
 /* Hands the queued packets to the transport (drops them after an error). */
@@ -101,8 +149,9 @@ queue(struct run *run, uint16_t s)
 	struct tally_ctx *ctx = run->ctx;
 	struct tally_slot *slot = &ctx->slots[s];
 	struct tally_tx_pkt *p = &run->tx[run->ntx++];
-	size_t len = tally_enc_payload_len(run->r->enc,
-		chunk_count(run, slot->chunk));
+	size_t len = sends_data(run, slot->chunk) ?
+		tally_enc_payload_len(run->r->enc,
+			chunk_count(run, slot->chunk)) : 0;
 
 	p->slot = s;
 	p->iov[0].iov_base = slot->hdr;
@@ -112,9 +161,10 @@ queue(struct run *run, uint16_t s)
 	 * chunk starts on a byte: elems is a multiple of 8 for the encodings
 	 * narrower than a byte (tally_allreduce_enc() checks).
 	 */
-	p->iov[1].iov_base = (void *)((uintptr_t)run->r->src +
-		tally_enc_payload_len(run->r->enc,
-			chunk_offset(run, slot->chunk)));
+	p->iov[1].iov_base = len == 0 ? (void *)(uintptr_t)run->r->src :
+		(void *)((uintptr_t)run->r->src + tally_enc_payload_len(
+			run->r->enc, chunk_offset(run, slot->chunk) -
+			run->r->src_base));
 	p->iov[1].iov_len = len;
 	p->iov[2].iov_base = slot->tag;
 	p->iov[2].iov_len = ctx->mac != NULL ? TALLY_TAG_LEN : 0;
@@ -148,6 +198,8 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		.round = slot->round,
 	};
 
+	if (run->per_shard != 0)	/* "Collectives": the owner */
+		h.status = chunk_owner(run, c);
 	if (ctx->tx_seq != NULL) {	/* docs/protocol.md, "Gaps" */
 		h.flags |= TALLY_F_SEQ;
 		h.next_block = ++ctx->tx_seq[s % ctx->dp_nports];
@@ -157,10 +209,13 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		run->r->encode(run->r, h.offset, h.count);
 	tally_hdr_encode(&h, slot->hdr);
 	/* One tag a chunk: its retransmissions (RETX) keep it. */
-	if (ctx->mac != NULL)
+	if (ctx->mac != NULL && sends_data(run, c))
 		tally_lib_sign(ctx, slot->hdr, (const uint8_t *)run->r->src +
-			tally_enc_payload_len(run->r->enc, h.offset),
+			tally_enc_payload_len(run->r->enc,
+				h.offset - run->r->src_base),
 			tally_enc_payload_len(run->r->enc, h.count), slot->tag);
+	else if (ctx->mac != NULL)
+		tally_lib_sign(ctx, slot->hdr, NULL, 0, slot->tag);
 	slot->chunk = c;
 	slot->busy = 1;
 	slot->retx = 0;
@@ -390,7 +445,7 @@ put_result(struct run *run, const struct tally_hdr *h, const uint8_t *res)
 {
 	const struct tally_round *r = run->r;
 	uint8_t *dst = (uint8_t *)r->dst +
-		tally_enc_payload_len(h->enc, h->offset);
+		tally_enc_payload_len(h->enc, h->offset - r->dst_base);
 	size_t len = tally_enc_payload_len(h->enc, h->count);
 
 	if (r->decode != NULL && ((uintptr_t)res & 3) == 0) {
@@ -426,18 +481,23 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	if ((h.flags & TALLY_F_SEQ) && ctx->rx_seq != NULL &&
 			h.slot < ctx->window)
 		result_seq(run, &h, now);
-	if (h.type != run->res_type || h.enc != run->res_enc ||
+	if (!is_outstanding(run, &h) ||
+			h.type != answer_type(run, ctx->slots[h.slot].chunk) ||
+			h.enc != run->res_enc ||
 			h.scale_exp != run->r->scale_exp ||
-			!is_outstanding(run, &h)) {
+			(run->per_shard != 0 && h.status !=
+				chunk_owner(run, ctx->slots[h.slot].chunk))) {
 		tally_lib_late_result(ctx, &h);
 		return;
 	}
-	if (len != tally_pkt_len(h.enc, h.count, ctx->mac != NULL)) {
+	if (len != tally_pkt_len(h.enc, h.type == TALLY_PT_DONE ? 0 :
+			h.count, ctx->mac != NULL)) {
 		ctx->st.duplicates++;
 		return;
 	}
-	/* A result, first or RETX alike: the chunk is done. */
-	put_result(run, &h, buf + TALLY_HDR_LEN);
+	/* A result (or DONE), first or RETX alike: the chunk is done. */
+	if (h.type != TALLY_PT_DONE)
+		put_result(run, &h, buf + TALLY_HDR_LEN);
 	slot = &ctx->slots[h.slot];
 	(void)tally_retx_answered(&ctx->retx, h.slot, now,
 		(h.flags & TALLY_F_RETX) != 0);
@@ -507,11 +567,19 @@ tally_window_run(struct tally_ctx *ctx, const struct tally_round *r)
 		.nchunks = (uint32_t)((r->n + ctx->elems - 1) / ctx->elems),
 		.res_type = r->type == TALLY_PT_MAX ? TALLY_PT_MAX_RESULT :
 			TALLY_PT_SUM_RESULT,
-		.res_enc = (uint8_t)(r->type == TALLY_PT_MAX ? r->enc :
+		.res_enc = (uint8_t)(r->type == TALLY_PT_MAX ||
+			r->type == TALLY_PT_GATHER ? r->enc :
 			tally_enc_result(r->enc, ctx->narrow)),
 	};
-	uint64_t now = tally_lib_retx_begin(ctx, ctx->window);
+	uint64_t now;
 	uint32_t c;
+
+	if (r->shard != 0) {	/* a round with owners: shard by shard */
+		run.per_shard = (uint32_t)((r->shard + ctx->elems - 1) /
+			ctx->elems);
+		run.nchunks = (uint32_t)(r->n / r->shard) * run.per_shard;
+	}
+	now = tally_lib_retx_begin(ctx, ctx->window);
 
 	run.progress_ns = now;
 	for (c = 0; c < run.nchunks && c < ctx->window && run.err == 0; c++)

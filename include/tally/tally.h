@@ -246,6 +246,40 @@ int tally_allreduce_i32(struct tally_ctx *ctx, int32_t *buf, size_t n);
 int tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n);
 
 /*
+ * Reduce-scatter: send holds world x count elements of dt, shard r
+ * (elements r x count .. (r + 1) x count - 1) owned by rank r; every
+ * rank's send is summed as tally_allreduce_i32() (i32, wrapping) and
+ * tally_allreduce_f32() (f32, shared-scale fixed point, the scale taken
+ * over all of send: bit-identical on every rank) sum, and rank r gets
+ * shard r of the sums in recv (count elements; it receives nothing of
+ * the other shards but a header a chunk). Borrows send and recv, which
+ * must not overlap. count 0 returns 0 at once. Errors as the allreduces
+ * (-ERANGE for an infinity in some rank's f32), -EINVAL for world x
+ * count above 2^32 - 1 or an unknown dt, -EOPNOTSUPP for TALLY_DT_BF16
+ * and TALLY_DT_F16 (the context stays usable). docs/collectives.md.
+ */
+int tally_reduce_scatter(struct tally_ctx *ctx, const void *send, void *recv,
+	size_t count, enum tally_dtype dt);
+
+/*
+ * All-gather: rank r's count elements of dt in send become shard r of
+ * recv (world x count elements) on every rank. The bytes move as they
+ * are (any dt, f32 NaN payloads and -0 included), each rank's shard sent
+ * once and never back to it. send may be recv's own shard (in place).
+ * Errors as tally_reduce_scatter(), without -EOPNOTSUPP and -ERANGE.
+ */
+int tally_allgather(struct tally_ctx *ctx, const void *send, void *recv,
+	size_t count, enum tally_dtype dt);
+
+/*
+ * Broadcast: root's n elements of dt in buf, to buf on every other rank,
+ * as they are. -EINVAL for a root outside the job; otherwise errors as
+ * tally_allgather().
+ */
+int tally_broadcast(struct tally_ctx *ctx, void *buf, size_t n,
+	enum tally_dtype dt, unsigned int root);
+
+/*
  * Sums buf[0..n) over all ranks, in place, through the job's codec (the
  * context's: opts.codec, or what tallyd said; <tally/codec.h>). With
  * "fixp" it is tally_allreduce_f32(). Every rank gets the same bits.

@@ -251,6 +251,12 @@ contribution(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 		for (r = 0; r < a->conf.world; r++) {
 			if (!a->known[r])
 				continue;
+			/* A round with an owner: the data, or a DONE. */
+			if (v.part && !(v.data_mask >> r & 1)) {
+				emit(a, fd, &a->peer[r], &v.done, NULL, 0,
+					v.tagged ? v.done_tag : NULL);
+				continue;
+			}
 			emit(a, fd, &a->peer[r], &v.hdr, v.payload,
 				v.payload_len, v.tagged ? v.tag : NULL);
 			forge(a, fd, r, &v);
