@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One rank of tests/e2e/coll_test.sh: joins a job through tallyd
+ * (tally:// URL, the token from a file) and runs reduce-scatter,
+ * all-gather and broadcast calls on one context, every op for every type
+ * and size given, over data made from (rank, call, seed) that every rank
+ * can make for every other. It checks its own result of each call bit
+ * for bit against a reference computed here from all ranks' data
+ * (reduce-scatter: its shard of the wrapping i32 sums or of the
+ * shared-scale fixed-point f32 sums; all-gather: the ranks' bytes in
+ * rank order; broadcast: the root's), and prints a digest of the
+ * results that every rank shares (all-gather's and broadcast's, and the
+ * reference sums of reduce-scatter), so that the script can compare
+ * ranks.
+ *
+ * collworker --url URL --token-file F --rank R --world W [--ops rs,ag,bc]
+ *   [--types f32,i32] [--sizes N,...] [--iters K] [--seed S]
+ *   [--timeout-ms T]
+ * Exit: 0 every result right, 2 a result wrong, 3 a call failed (the
+ * error on stderr), 1 bad usage or no join.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tally/fixp.h>
+#include <tally/tally.h>
+
+struct opts {
+	const char *url, *token_file, *ops, *types, *sizes;
+	unsigned int rank, world, iters, timeout_ms;
+	uint64_t seed;
+};
+
+static uint64_t digest = UINT64_C(0xcbf29ce484222325);
+
+static void
+fnv(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		digest = (digest ^ b[i]) * UINT64_C(0x100000001b3);
+}
+
+static uint64_t
+mix(uint64_t z)
+{
+	z += UINT64_C(0x9e3779b97f4a7c15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/*
+ * Rank r's n elements for call k: f32 sums get values in [-1, 1] times a
+ * power of two that varies by call; everything else any bits.
+ */
+static void
+gen(int f32sum, uint64_t seed, unsigned int r, unsigned int k, size_t n,
+	uint32_t *x)
+{
+	uint64_t s = mix(seed ^ (uint64_t)r << 48 ^ (uint64_t)k << 32);
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = mix(s ^ i);
+
+		if (f32sum) {
+			float f = ((float)(h & 0xffffff) / 8388608.0f - 1.0f) *
+				(float)(1u << (k % 9));
+
+			memcpy(&x[i], &f, 4);
+		} else {
+			x[i] = (uint32_t)h;
+		}
+	}
+}
+
+/*
+ * The reference of reduce-scatter call k: the sums of every rank's
+ * world x count elements (f32: through the shared fixed point, the
+ * exponent from the largest |x| of all), into ref (world x count).
+ */
+static void
+rs_ref(const struct opts *o, int f32, unsigned int k, size_t count,
+	uint32_t *ref)
+{
+	size_t n = count * o->world;
+	uint32_t *x = malloc(n * 4 + 4);
+	int32_t *q = malloc(n * 4 + 4);
+	float m = 0.0f;
+	int e = 0;
+
+	memset(ref, 0, n * 4);
+	for (unsigned int r = 0; f32 && r < o->world; r++) {
+		gen(1, o->seed, r, k, n, x);
+		if (tally_fixp_absmax((float *)x, n) > m)
+			m = tally_fixp_absmax((float *)x, n);
+	}
+	if (f32 && tally_fixp_exponent(m, o->world, &e) != 0)
+		abort();
+	for (unsigned int r = 0; r < o->world; r++) {
+		gen(f32, o->seed, r, k, n, x);
+		if (f32)
+			tally_fixp_encode((float *)x, q, n, e);
+		else
+			memcpy(q, x, n * 4);
+		for (size_t i = 0; i < n; i++)
+			ref[i] += (uint32_t)q[i];
+	}
+	if (f32)
+		tally_fixp_decode((int32_t *)ref, (float *)ref, n, e);
+	free(x);
+	free(q);
+}
+
+/*
+ * Runs call k: op (rs, ag, bc) of type f32 or i32 with count elements a
+ * rank. Returns 0, 2 (wrong result) or 3 (the call failed).
+ */
+static int
+one(struct tally_ctx *ctx, const struct opts *o, const char *op, int f32,
+	unsigned int k, size_t count)
+{
+	enum tally_dtype dt = f32 ? TALLY_DT_F32 : TALLY_DT_I32;
+	size_t w = o->world, sn = op[0] == 'r' ? count * w : count;
+	size_t rn = op[0] == 'a' ? count * w : count;
+	uint32_t *send = malloc(sn * 4 + 4), *recv = calloc(rn + 1, 4);
+	uint32_t *ref = malloc((count * w + 1) * 4);
+	unsigned int root = k % o->world;
+	int rc;
+
+	gen(op[0] == 'r' && f32, o->seed, o->rank, k, sn, send);
+	if (op[0] == 'r') {
+		rc = tally_reduce_scatter(ctx, send, recv, count, dt);
+		rs_ref(o, f32, k, count, ref);
+		fnv(ref, count * w * 4);
+		memmove(ref, ref + count * o->rank, count * 4);
+	} else if (op[0] == 'a') {
+		rc = tally_allgather(ctx, send, recv, count, dt);
+		for (unsigned int r = 0; r < o->world; r++)
+			gen(0, o->seed, r, k, count, ref + count * r);
+		fnv(recv, rn * 4);
+	} else {
+		memcpy(recv, send, count * 4);
+		rc = tally_broadcast(ctx, recv, count, dt, root);
+		gen(0, o->seed, root, k, count, ref);
+		fnv(recv, rn * 4);
+	}
+	if (rc != 0) {
+		fprintf(stderr, "rank %u call %u (%s %s, %zu): %d: %s\n",
+			o->rank, k, op, f32 ? "f32" : "i32", count, rc,
+			tally_ctx_error(ctx));
+		rc = 3;
+	} else if (memcmp(recv, ref, rn * 4) != 0) {
+		fprintf(stderr, "rank %u call %u (%s %s, %zu): result differs "
+			"from the reference\n", o->rank, k, op,
+			f32 ? "f32" : "i32", count);
+		rc = 2;
+	}
+	free(send);
+	free(recv);
+	free(ref);
+	return rc;
+}
+
+static int
+parse(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){ .ops = "rs,ag,bc", .types = "f32,i32",
+		.sizes = "0,1,257,10007", .iters = 1, .timeout_ms = 5000,
+		.seed = 1 };
+	for (int i = 1; i + 1 < argc; i += 2) {
+		const char *k = argv[i], *v = argv[i + 1];
+
+		if (strcmp(k, "--url") == 0)
+			o->url = v;
+		else if (strcmp(k, "--token-file") == 0)
+			o->token_file = v;
+		else if (strcmp(k, "--rank") == 0)
+			o->rank = (unsigned int)strtoul(v, NULL, 0);
+		else if (strcmp(k, "--world") == 0)
+			o->world = (unsigned int)strtoul(v, NULL, 0);
+		else if (strcmp(k, "--ops") == 0)
+			o->ops = v;
+		else if (strcmp(k, "--types") == 0)
+			o->types = v;
+		else if (strcmp(k, "--sizes") == 0)
+			o->sizes = v;
+		else if (strcmp(k, "--iters") == 0)
+			o->iters = (unsigned int)strtoul(v, NULL, 0);
+		else if (strcmp(k, "--seed") == 0)
+			o->seed = strtoull(v, NULL, 0);
+		else if (strcmp(k, "--timeout-ms") == 0)
+			o->timeout_ms = (unsigned int)strtoul(v, NULL, 0);
+		else
+			return -1;
+	}
+	return o->url && o->token_file && o->world > 0 ? 0 : -1;
+}
+
+/* Every op x type x size, iters times over, on one context. */
+static int
+run(struct tally_ctx *ctx, const struct opts *o)
+{
+	unsigned int k = 0;
+	char ops[64], types[64], sizes[256];
+
+	for (unsigned int it = 0; it < o->iters; it++) {
+		snprintf(ops, sizeof(ops), "%s", o->ops);
+		for (char *so, *op = strtok_r(ops, ",", &so); op != NULL;
+				op = strtok_r(NULL, ",", &so)) {
+			snprintf(types, sizeof(types), "%s", o->types);
+			for (char *st, *t = strtok_r(types, ",", &st); t != NULL;
+					t = strtok_r(NULL, ",", &st)) {
+				snprintf(sizes, sizeof(sizes), "%s", o->sizes);
+				for (char *sz, *n = strtok_r(sizes, ",", &sz);
+						n != NULL;
+						n = strtok_r(NULL, ",", &sz)) {
+					int rc = one(ctx, o, op,
+						strcmp(t, "f32") == 0, k++,
+						strtoull(n, NULL, 0));
+
+					if (rc != 0)
+						return rc;
+				}
+			}
+		}
+	}
+	printf("calls: %u\n", k);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct tally_ctx_opts base = { 0 };
+	struct tally_ctx *ctx;
+	struct opts o;
+	char token[128] = "";
+	FILE *f;
+	int rc;
+
+	if (parse(argc, argv, &o) != 0) {
+		fprintf(stderr, "usage: collworker --url URL --token-file F "
+			"--rank R --world W [--ops rs,ag,bc] [--types f32,i32] "
+			"[--sizes N,...] [--iters K] [--seed S] "
+			"[--timeout-ms T]\n");
+		return 1;
+	}
+	f = fopen(o.token_file, "r");
+	if (f == NULL || fgets(token, sizeof(token), f) == NULL) {
+		fprintf(stderr, "%s: cannot read the token\n", o.token_file);
+		return 1;
+	}
+	fclose(f);
+	token[strcspn(token, "\r\n")] = '\0';
+	base.timeout_ms = o.timeout_ms;
+	rc = tally_open_opts(o.url, token, o.rank, o.world, &base, &ctx);
+	if (rc != 0) {
+		fprintf(stderr, "join: %d: %s\n", rc, tally_ctx_error(NULL));
+		return 1;
+	}
+	rc = run(ctx, &o);
+	if (rc == 0)
+		printf("digest: fnv1a64 %016llx\n", (unsigned long long)digest);
+	tally_ctx_close(ctx);
+	return rc;
+}
