@@ -91,7 +91,13 @@ struct ar_opts {
 	const char *transport;		/* --transport: udp, xdp */
 	const char *ifname;		/* --ifname (xdp) */
 	unsigned long queue;		/* --queue (xdp) */
+	int op;				/* --op: OP_* */
 };
+
+/* --op: the collective timed (docs/collectives.md). */
+enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST };
+static const char *const op_names[] = { "allreduce", "reduce_scatter",
+	"allgather", "broadcast" };
 
 #define GIVEN_DP	1u
 #define GIVEN_JOB	2u
@@ -105,6 +111,7 @@ struct ar_run {
 	size_t n;
 	void *buf;		/* the tensor, reduced in place */
 	void *input;		/* rank's input; later the reference */
+	void *out;		/* --op reduce_scatter: this rank's shard */
 	double *secs;		/* [iters] */
 	struct bench_cpu *cpu;	/* [iters]: CPU during each timed call */
 	uint64_t *digest;	/* [iters] */
@@ -152,6 +159,7 @@ static const struct option long_opts[] = {
 	{ "transport", required_argument, NULL, 'x' },
 	{ "ifname", required_argument, NULL, 'I' },
 	{ "queue", required_argument, NULL, 'Q' },
+	{ "op", required_argument, NULL, 'M' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -233,6 +241,10 @@ usage(FILE *f)
 		"                           go through tally_allreduce_typed()\n"
 		"  --lanes 0|16|32          bf16/f16 wire lanes (0: the rule of\n"
 		"                           <tally/fixp16.h>)\n"
+		"  --op OP                  allreduce (default), reduce_scatter\n"
+		"                           (--size is what each rank sends),\n"
+		"                           allgather (what each gets), broadcast\n"
+		"                           from rank 0; host memory, fixp or i32\n"
 		"  --iters N                timed allreduces (default 3)\n"
 		"  --elems N                elements a packet (default %u)\n"
 		"  --window N               slots in flight (default 64)\n"
@@ -517,6 +529,13 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 			&o->world);
 	case 's':
 		return parse_size(arg, &o->size);
+	case 'M':
+		for (o->op = 0; o->op < 4; o->op++)
+			if (strcmp(arg, op_names[o->op]) == 0)
+				return 0;
+		fprintf(stderr, "--op: '%s' is not allreduce, reduce_scatter, "
+			"allgather or broadcast\n", arg);
+		return -1;
 	case 'y':
 		return parse_type(arg, o);
 	case 'L':
@@ -645,6 +664,16 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 	if ((o->url[0] != '\0') != (o->jtoken[0] != '\0')) {
 		fprintf(stderr, "the token: 64 hex digits go with --url, 16 "
 			"with --dp\n");
+		goto bad;
+	}
+	if (o->op != OP_ALLREDUCE && (o->cuda || o->vary || o->have_scale ||
+			o->h16 ||
+			(o->codec != NULL && strcmp(o->codec, "fixp") != 0) ||
+			(o->op != OP_BROADCAST && o->size / 4 % o->world != 0))) {
+		fprintf(stderr, "--op %s: host memory, f32 or i32, codec fixp, "
+			"no --vary "
+			"or --scale-exp, and a size of whole elements a rank\n",
+			op_names[o->op]);
 		goto bad;
 	}
 	if ((unsigned long)o->dp_port + o->dp_nports - 1 > 65535) {
@@ -927,6 +956,28 @@ barrier(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
 }
 
 /*
+ * One --op call (not allreduce) over the tensor in a->buf: a
+ * reduce-scatter of it into a->out (this rank's shard), an all-gather
+ * of this rank's shard into it, in place, or a broadcast of rank 0's.
+ */
+static int
+collective(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
+{
+	enum tally_dtype dt = o->f32 ? TALLY_DT_F32 : TALLY_DT_I32;
+	size_t cnt = a->n / o->world;
+
+	switch (o->op) {
+	case OP_REDUCE_SCATTER:
+		return tally_reduce_scatter(ctx, a->buf, a->out, cnt, dt);
+	case OP_ALLGATHER:
+		return tally_allgather(ctx, (uint32_t *)a->buf +
+			o->rank * cnt, a->buf, cnt, dt);
+	default:
+		return tally_broadcast(ctx, a->buf, a->n, dt, 0);
+	}
+}
+
+/*
  * One allreduce of the tensor (its input in place): a->buf on the host,
  * or with --cuda the device buffer, on its stream, waited for (the
  * decoding is part of the allreduce). Returns 0 or a negative errno.
@@ -937,6 +988,8 @@ reduce(const struct ar_opts *o, struct tally_ctx *ctx, struct ar_run *a)
 	struct bench_cuda *d = a->dev;
 	int rc;
 
+	if (o->op != OP_ALLREDUCE)
+		return collective(o, ctx, a);
 	if (o->h16)
 		return tally_allreduce_typed(ctx, a->buf, a->n, o->dt);
 	if (!o->cuda)
@@ -1046,7 +1099,9 @@ run_iters(const struct ar_opts *o, struct tally_ctx **ctxp, struct ar_run *a)
 		}
 		if ((rc = device_copy(o, a, 0)) != 0)
 			return rc;
-		a->digest[it] = fnv1a64(a->buf, a->n * o->esz);
+		a->digest[it] = o->op == OP_REDUCE_SCATTER ?
+			fnv1a64(a->out, a->n / o->world * 4) :
+			fnv1a64(a->buf, a->n * o->esz);
 		if (it == 0 || a->secs[it] < a->best)
 			a->best = a->secs[it];
 	}
@@ -1208,6 +1263,53 @@ check_vary(const struct ar_opts *o, struct ar_run *a)
 }
 
 /* Compares the results with the reference (in a->input now). */
+/*
+ * check() of an --op call other than allreduce: every iteration's result
+ * against its reference, made from every rank's tensor (reduce-scatter:
+ * this rank's shard of the allreduce's reference; all-gather: each
+ * rank's own shard of its tensor; broadcast: rank 0's tensor).
+ */
+static int
+check_op(const struct ar_opts *o, struct ar_run *a)
+{
+	size_t cnt = a->n / o->world, len = a->n, i;
+	const uint32_t *got = a->buf, *want = a->input;
+
+	if (o->op == OP_REDUCE_SCATTER) {
+		if (reference(o, a->n, a->input) != 0) {
+			snprintf(a->check, sizeof(a->check), "FAIL (out of "
+				"memory)");
+			return -1;
+		}
+		memmove(a->input, (uint32_t *)a->input + o->rank * cnt,
+			cnt * 4);
+		got = a->out;
+		len = cnt;
+	} else if (o->op == OP_ALLGATHER) {
+		for (unsigned long r = 0; r < o->world; r++)
+			gen(o, (unsigned int)r, r * cnt, cnt,
+				(uint32_t *)a->input + r * cnt);
+	} else {
+		gen(o, 0, 0, a->n, a->input);
+	}
+	a->ref_digest = fnv1a64(a->input, len * 4);
+	for (i = 0; i < len && got[i] == want[i]; i++)
+		;
+	if (i < len) {
+		snprintf(a->check, sizeof(a->check), "FAIL (%s: first "
+			"mismatch at %zu)", op_names[o->op], i);
+		return -1;
+	}
+	for (unsigned long it = 0; it < o->iters; it++)
+		if (a->digest[it] != a->ref_digest) {
+			snprintf(a->check, sizeof(a->check), "FAIL (iteration "
+				"%lu differs from the reference)", it + 1);
+			return -1;
+		}
+	snprintf(a->check, sizeof(a->check), "ok");
+	return 0;
+}
+
 static int
 check(const struct ar_opts *o, struct ar_run *a)
 {
@@ -1215,6 +1317,8 @@ check(const struct ar_opts *o, struct ar_run *a)
 	unsigned long it;
 	size_t i;
 
+	if (o->op != OP_ALLREDUCE)
+		return check_op(o, a);
 	if (o->vary && !(o->f32 && a->info.codec.kind != TALLY_CODEC_FIXP)) {
 		if (check_vary(o, a) != 0)
 			return -1;
@@ -1436,12 +1540,13 @@ print_json(const struct ar_opts *o, const struct ar_run *a, int ok)
 		"\"dp_port\":%u,\"dp_nports\":%u,\"job\":%lu,\"rank\":%lu,"
 		"\"world\":%lu,\"type\":\"%s\",\"size\":%llu,\"elements\":%zu,"
 		"\"elems\":%lu,\"window\":%lu,\"timeout_ms\":%lu,"
-		"\"iters\":%lu,\"seed\":%llu}", o->dp_addr, o->dp_port,
+		"\"iters\":%lu,\"seed\":%llu,\"op\":\"%s\"}", o->dp_addr, o->dp_port,
 		o->dp_nports, o->job, o->rank, o->world,
 		type_name(o), o->size, a->n,
 		o->elems ? o->elems : TALLY_DEFAULT_ELEMS,
 		o->window ? o->window : 64,
-		o->timeout_ms ? o->timeout_ms : 5000, o->iters, o->seed);
+		o->timeout_ms ? o->timeout_ms : 5000, o->iters, o->seed,
+		op_names[o->op]);
 	if (ok) {
 		printf(",\"seconds\":[");
 		for (it = 0; it < o->iters; it++)
@@ -1507,6 +1612,7 @@ free_run(struct ar_run *a)
 {
 	free(a->buf);
 	free(a->input);
+	free(a->out);
 	free(a->secs);
 	free(a->cpu);
 	free(a->digest);
@@ -1530,7 +1636,9 @@ bench_allreduce(int argc, char **argv)
 	a.secs = calloc(o.iters, sizeof(*a.secs));
 	a.digest = calloc(o.iters, sizeof(*a.digest));
 	a.cpu = calloc(o.iters, sizeof(*a.cpu));
+	a.out = malloc(a.n / o.world * 4 + 4);
 	if (a.buf == NULL || a.input == NULL || a.secs == NULL ||
+			a.out == NULL ||
 			a.digest == NULL || a.cpu == NULL) {
 		fprintf(stderr, "tally-bench allreduce: out of memory for "
 			"%llu B\n", o.size);

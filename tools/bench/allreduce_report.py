@@ -39,6 +39,8 @@ def parse_args(argv):
     ap.add_argument("--command", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"])
+    ap.add_argument("--op", default="allreduce",
+                    help="the collective timed (tools/bench-allreduce --op)")
     ap.add_argument("--loss", type=int, default=0,
                     help="loss mode's percentage: SYSTEM+loss rows ran "
                     "with it, SYSTEM rows without")
@@ -112,9 +114,20 @@ def cell(system, size, runs):
     return c
 
 
+# Issue 17's targets for the other collectives, tally against gloo's
+# nearest by median: reduce-scatter 1.4x gloo's allreduce-and-slice
+# (bound 1.5x at 4 workers), all-gather 0.95x gloo's all_gather (both
+# bounded by a worker's receive link), broadcast 1.0x.
+OP_TARGETS = {"reduce_scatter": 1.4, "allgather": 0.95, "broadcast": 1.0}
+OP = "allreduce"
+
+
 def target_of(size, workers):
     """Issue 18's targets, tally against gloo by median: 1.65x from 4
-    MiB with 8 workers (bound 1.75x), 1.3x with fewer; 1.0x below 4 MiB."""
+    MiB with 8 workers (bound 1.75x), 1.3x with fewer; 1.0x below 4 MiB.
+    Another --op: OP_TARGETS."""
+    if OP in OP_TARGETS:
+        return OP_TARGETS[OP]
     if size < 4 << 20:
         return 1.0
     return 1.65 if workers >= 8 else 1.3
@@ -354,7 +367,9 @@ def print_table(a, cells):
 
 
 def main(argv):
+    global OP
     a = parse_args(argv)
+    OP = a.op
     runs = [load(a.res, s, z, r) for z in a.sizes for s in a.systems
             for r in range(1, a.reps + 1)]
     cells = [cell(s, z, [r for r in runs if r["system"] == s
@@ -367,12 +382,16 @@ def main(argv):
     print()
     what = {"f32": "float32", "bf16": "bfloat16 (gloo: upcast to float32 "
             "each call)", "f16": "float16"}[a.dtype]
-    print(f"allreduce of {what}, {a.workers} workers, links {rate}, "
+    op = {"reduce_scatter": "reduce-scatter (gloo: allreduce and "
+          "slice)", "allgather": "all-gather (gloo: all_gather to a "
+          "list)", "broadcast": "broadcast from rank 0"}.get(a.op,
+                                                          "allreduce")
+    print(f"{op} of {what}, {a.workers} workers, links {rate}, "
           f"MTU {a.mtu}; sizes {', '.join(mib(z) for z in a.sizes)}; "
           f"{a.reps} repetitions of {a.iters} timed calls (after a "
           f"warm-up) each")
     print(f"machine: {a.machine}")
-    if a.rate_bits:
+    if a.rate_bits and a.op == "allreduce":
         bound = 2 * (a.workers - 1) / a.workers
         print(f"ideal ring 2(N-1)/N x size / rate against the in-network "
               f"bound size / rate: {bound:.2f}x")

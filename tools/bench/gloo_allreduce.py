@@ -20,6 +20,14 @@
 # sums back into the bfloat16 tensor. --dtype f16: a float16 tensor,
 # which gloo sums as it is.
 #
+# --op picks another collective and gloo's nearest equivalent (gloo in
+# torch 1.13 has no reduce-scatter): reduce_scatter is all_reduce of the
+# whole tensor, then this rank's shard copied out (what users do on gloo
+# today); allgather is all_gather of each rank's shard into a list of
+# tensors (gloo has no all_gather_into_tensor here); broadcast from rank
+# 0. --size is the tensor a rank sends (reduce_scatter) or gets
+# (allgather), as tally-bench allreduce --op takes it. f32 only.
+#
 # Debian's python3-torch belongs to /usr/bin/python3, hence the #! line.
 import argparse
 import datetime
@@ -60,6 +68,24 @@ def expected(idx, world):
     return float(sum((idx * 7 + r * 13) % 17 - 8 for r in range(world)))
 
 
+def check(op, got, rank, world, n, cnt):
+    """A few elements of the last call's result against what they must
+    be: the sum (allreduce, and this rank's shard of it), each rank's own
+    values (allgather, broadcast's rank 0)."""
+    if op == "allreduce":
+        return all(float(got[i]) == expected(i, world)
+                   for i in [0, n // 3, n // 2, n - 1])
+    if op == "reduce_scatter":
+        return all(float(got[i]) == expected(rank * cnt + i, world)
+                   for i in [0, cnt // 2, cnt - 1])
+    if op == "allgather":
+        return all(float(got[r][i]) == float((((r * cnt + i) * 7 + r * 13)
+                                              % 17) - 8)
+                   for r in range(world) for i in [0, cnt - 1])
+    return all(float(got[i]) == float(((i * 7) % 17) - 8)
+               for i in [0, n // 2, n - 1])
+
+
 def main():
     ap = argparse.ArgumentParser(
         description="one rank of a gloo all_reduce benchmark")
@@ -70,6 +96,9 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"],
                     help="element type (bf16: upcast to f32 per call)")
+    ap.add_argument("--op", default="allreduce",
+                    choices=["allreduce", "reduce_scatter", "allgather",
+                             "broadcast"])
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds a collective may take before failing")
     args = ap.parse_args()
@@ -79,6 +108,11 @@ def main():
     dt = {"f32": torch.float32, "bf16": torch.bfloat16,
           "f16": torch.float16}[args.dtype]
     n = size // (4 if args.dtype == "f32" else 2)
+    if args.op != "allreduce" and args.dtype != "f32":
+        ap.error("--op other than allreduce: f32 only")
+    if args.op in ("reduce_scatter", "allgather") and n % args.world:
+        ap.error("--size must be whole elements a rank")
+    cnt = n // args.world
 
     # One compute thread: the ranks share a small machine, and the sum is
     # not what is measured.
@@ -99,8 +133,24 @@ def main():
         else:
             dist.all_reduce(x, op=dist.ReduceOp.SUM)
 
+    parts = [torch.empty(cnt, dtype=dt) for _ in range(args.world)]
+    lo = args.rank * cnt
+
+    def call():
+        if args.op == "allreduce":
+            reduce()
+            return x
+        if args.op == "reduce_scatter":
+            dist.all_reduce(x, op=dist.ReduceOp.SUM)
+            return x[lo:lo + cnt].clone()
+        if args.op == "allgather":
+            dist.all_gather(parts, x[lo:lo + cnt])
+            return parts
+        dist.broadcast(x, 0)
+        return x
+
     dist.barrier()
-    reduce()  # warm-up: connections, buffers
+    call()  # warm-up: connections, buffers
 
     secs, cpu, ticks = [], [], []
     for _ in range(args.iters):
@@ -109,14 +159,13 @@ def main():
         h0 = host_ticks()
         c0 = time.process_time()
         t0 = time.perf_counter()
-        reduce()
+        got = call()
         secs.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         h1 = host_ticks()
         ticks.append([h1[0] - h0[0], h1[1] - h0[1]])
 
-    probes = [0, n // 3, n // 2, n - 1]
-    ok = all(float(x[i]) == expected(i, args.world) for i in probes)
+    ok = check(args.op, got, args.rank, args.world, n, cnt)
     mine = torch.tensor(secs + [0.0 if ok else 1.0], dtype=torch.float64)
     dist.all_reduce(mine, op=dist.ReduceOp.MAX)
     tmax = mine[:-1].tolist()
@@ -125,7 +174,8 @@ def main():
     dist.all_reduce(csum, op=dist.ReduceOp.SUM)
     if args.rank == 0:
         print(json.dumps({
-            "system": "gloo", "world": args.world, "size": size,
+            "system": "gloo", "op": args.op, "world": args.world,
+            "size": size,
             "dtype": args.dtype,
             "torch": torch.__version__,
             "seconds": [round(t, 6) for t in tmax],
