@@ -95,6 +95,8 @@ job_add(uint16_t id, unsigned int shift, int group, uint16_t elems)
 /* The i32 element e of rank r's contribution to (slot, set). */
 static uint32_t contrib_seq;	/* send_contrib()'s sequence number (flag
 				 * SEQ); 0: none */
+static uint8_t contrib_type = TALLY_PT_SUM; /* send_contrib()'s type */
+static uint8_t contrib_owner;	/* ... and owner (SCATTER, GATHER) */
 
 static uint32_t
 elem(unsigned int r, unsigned int slot, unsigned int set, unsigned int e)
@@ -114,9 +116,10 @@ send_contrib(uint16_t id, unsigned int r, unsigned int slot,
 {
 	uint8_t pl[TALLY_HDR_LEN + 4 * MAX_ELEMS], frame[F_PAY + sizeof(pl)];
 	struct tally_hdr h = {
-		.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM,
+		.version = TALLY_PROTO_VERSION, .type = contrib_type,
 		.flags = set & 1 ? TALLY_F_SET : 0, .enc = TALLY_ENC_I32,
 		.job = id, .token = TOKEN, .rank = (uint8_t)r,
+		.status = tally_type_is_part(contrib_type) ? contrib_owner : 0,
 		.slot = (uint16_t)slot, .offset = slot * 1000u,
 		.count = count, .next_block = TALLY_NO_BLOCK, .round = set,
 	};
@@ -134,6 +137,9 @@ send_contrib(uint16_t id, unsigned int r, unsigned int slot,
 
 		memcpy(pl + TALLY_HDR_LEN + 4 * e, &v, 4);
 	}
+	/* A GATHER's request, from a member that does not own it: bare. */
+	if (contrib_type == TALLY_PT_GATHER && r != contrib_owner)
+		count = 0;
 	s = test_udp_spec(pl, TALLY_HDR_LEN + 4u * count);
 	s.sip = a.ip;
 	s.sport = rte_be_to_cpu_16(a.port);
@@ -293,6 +299,72 @@ members_get_results(void **state)
 	assert_int_equal(lc->st.no_neigh, 0);
 	assert_int_equal(lc->st.no_mbuf, 0);
 	assert_int_equal(tally_dp_job_del(&dp, 11, NULL), 0);
+	assert_pools_full();
+}
+
+/*
+ * A SCATTER round's sum goes to its owner alone and a GATHER round's
+ * data to every member but its owner, each of the others getting a DONE
+ * (a header, no payload); unicast even in a job with a multicast group.
+ */
+static void
+parts_routed(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[WORLD];
+	const struct sent *f;
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 1);
+	assert_int_equal(job_add(16, 0, 1, 256), 0);
+	contrib_type = TALLY_PT_SCATTER;
+	contrib_owner = 1;
+	round_of(16, 2, 0, 100, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		f = to_addr(s, WORLD, maddr(r, 0));
+		assert_non_null(f);
+		assert_memory_equal(f->dmac.addr_bytes, macs[r].addr_bytes, 6);
+		assert_int_equal(f->h.status, 1);
+		if (r != 1) {
+			assert_int_equal(f->h.type, TALLY_PT_DONE);
+			assert_int_equal(f->h.count, 100);
+			assert_int_equal(f->len, F_PAY + TALLY_HDR_LEN);
+			continue;
+		}
+		assert_int_equal(f->h.type, TALLY_PT_PART_RESULT);
+		assert_int_equal(f->len, F_PAY + TALLY_HDR_LEN + 4u * 100);
+		for (unsigned int e = 0; e < 100; e++) {
+			uint32_t got, want = 0;
+
+			for (unsigned int k = 0; k < WORLD; k++)
+				want += elem(k, 2, 0, e);
+			memcpy(&got, f->f + F_PAY + TALLY_HDR_LEN + 4 * e, 4);
+			assert_int_equal(got, want);
+		}
+	}
+	contrib_type = TALLY_PT_GATHER;
+	contrib_owner = 2;
+	round_of(16, 3, 0, 50, 0, macs);
+	contrib_type = TALLY_PT_SUM;
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		f = to_addr(s, WORLD, maddr(r, 0));
+		assert_non_null(f);
+		assert_int_equal(f->h.type, r == 2 ? TALLY_PT_DONE :
+			TALLY_PT_PART_RESULT);
+		assert_int_equal(f->len, F_PAY + TALLY_HDR_LEN +
+			(r == 2 ? 0 : 4u * 50));
+		for (unsigned int e = 0; r != 2 && e < 50; e++) {
+			uint32_t got, want = elem(2, 3, 0, e);
+
+			memcpy(&got, f->f + F_PAY + TALLY_HDR_LEN + 4 * e, 4);
+			assert_int_equal(got, want);
+		}
+	}
+	assert_int_equal(lc->st.no_neigh, 0);
+	assert_int_equal(tally_dp_job_del(&dp, 16, NULL), 0);
 	assert_pools_full();
 }
 
@@ -857,6 +929,7 @@ main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(members_get_results),
 		cmocka_unit_test(mac_change),
+		cmocka_unit_test(parts_routed),
 		cmocka_unit_test(job_readded),
 		cmocka_unit_test(group_result),
 		cmocka_unit_test(several_lengths),
