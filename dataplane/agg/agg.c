@@ -336,7 +336,9 @@ count_in(struct tally_job *job, struct tally_agg_stats *st,
 	cur->bitmap |= bit;
 	cur->ncontrib++;
 	st->accepted++;
-	st->elements += h->count;
+	/* A GATHER's request carries no elements. */
+	st->elements += h->type != TALLY_PT_GATHER || h->rank == h->status ?
+		h->count : 0;
 	if (cur->ncontrib < job->conf.world) {
 		v->kind = TALLY_V_TAKEN;
 		return v->kind;

@@ -305,9 +305,16 @@ count(struct tally_job_ctr *c, enum tally_verdict_kind k,
 	const struct tally_verdict *v, const struct tally_net_rx *rx)
 {
 	if (likely(k == TALLY_V_TAKEN || k == TALLY_V_COMPLETE)) {
+		const uint8_t *w = rx->payload;
+
 		c->contributions++;
-		c->elements += tally_ld_be16(rx->payload +
-			offsetof(struct tally_wire_hdr, count));
+		/* A GATHER's request (not from its owner) carries none. */
+		if (likely(w[offsetof(struct tally_wire_hdr, type)] !=
+				TALLY_PT_GATHER ||
+				w[offsetof(struct tally_wire_hdr, rank)] ==
+				w[offsetof(struct tally_wire_hdr, status)]))
+			c->elements += tally_ld_be16(w +
+				offsetof(struct tally_wire_hdr, count));
 		c->bytes_in += rx->len;
 		c->rounds += k == TALLY_V_COMPLETE;
 	} else if (k == TALLY_V_RESEND) {
