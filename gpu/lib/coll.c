@@ -5,8 +5,9 @@
  * tensor of a reduce-scatter or all-gather is world shards of count
  * elements, shard r owned by rank r; a broadcast is one shard, the
  * root's. Reduce-scatter sums as the allreduces do (i32 exactly, f32
- * through the shared-scale fixed point with its MAX round first); the
- * gathers move bytes as they are, so any 2- or 4-byte type is exact.
+ * through the shared-scale fixed point with its MAX round first, bf16
+ * and f16 through its 16-bit form in coll16.c); the gathers move bytes
+ * as they are, so any 2- or 4-byte type is exact.
  */
 #include <errno.h>
 #include <string.h>
@@ -131,14 +132,13 @@ tally_reduce_scatter(struct tally_ctx *ctx, const void *send, void *recv,
 	};
 	int rc;
 
-	if (ctx != NULL && (dt == TALLY_DT_BF16 || dt == TALLY_DT_F16))
-		return tally_ctx_fail(ctx, -EOPNOTSUPP, "reduce-scatter of "
-			"16-bit floats is not in this build yet");
 	rc = check(ctx, send, recv, count, ctx != NULL ? ctx->world : 1, dt);
 	if (rc <= 0)
 		return rc;
 	if (dt == TALLY_DT_F32)
 		return rs_f32(ctx, send, recv, count);
+	if (dt == TALLY_DT_BF16 || dt == TALLY_DT_F16)
+		return tally_lib_rs16(ctx, send, recv, count, dt);
 	r.n = count * ctx->world;
 	r.dst_base = count * ctx->rank;
 	return tally_lib_run(ctx, &r);

@@ -186,6 +186,14 @@ int tally_lib_grow_stage(struct tally_ctx *ctx, size_t len);
 int tally_lib_max_round(struct tally_ctx *ctx, float mine, float *out);
 
 /*
+ * The bf16/f16 reduce-scatter (coll16.c): send's world x count elements
+ * of dt, this rank's shard of the sums rounded once into recv. Called
+ * after the checks, count > 0.
+ */
+int tally_lib_rs16(struct tally_ctx *ctx, const uint16_t *send, uint16_t *recv,
+	size_t count, enum tally_dtype dt);
+
+/*
  * tally_allreduce_f32() of buf's n elements without the call checks, and
  * the exponent it used in *e (every rank's): a MAX round, then exact
  * fixed-point sums. -ERANGE when the max is infinite (nothing sent).

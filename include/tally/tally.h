@@ -248,15 +248,19 @@ int tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n);
 /*
  * Reduce-scatter: send holds world x count elements of dt, shard r
  * (elements r x count .. (r + 1) x count - 1) owned by rank r; every
- * rank's send is summed as tally_allreduce_i32() (i32, wrapping) and
+ * rank's send is summed as tally_allreduce_i32() (i32, wrapping),
  * tally_allreduce_f32() (f32, shared-scale fixed point, the scale taken
- * over all of send: bit-identical on every rank) sum, and rank r gets
- * shard r of the sums in recv (count elements; it receives nothing of
- * the other shards but a header a chunk). Borrows send and recv, which
- * must not overlap. count 0 returns 0 at once. Errors as the allreduces
- * (-ERANGE for an infinity in some rank's f32), -EINVAL for world x
- * count above 2^32 - 1 or an unknown dt, -EOPNOTSUPP for TALLY_DT_BF16
- * and TALLY_DT_F16 (the context stays usable). docs/collectives.md.
+ * over all of send: bit-identical on every rank) and
+ * tally_allreduce_typed() (bf16, f16: the fixed point of
+ * <tally/fixp16.h> in tally_ctx_lanes() lanes, the scale over all of
+ * send, the shard rounded once to the type) sum, and rank r gets shard
+ * r of the sums in recv (count elements: the very bits of shard r of
+ * the allreduce of the same tensors; it receives nothing of the other
+ * shards but a header a chunk). Borrows send and recv, which must not
+ * overlap. count 0 returns 0 at once. Errors as the allreduces (-ERANGE
+ * on every rank for an infinity in some rank's f32, bf16 or f16; NaNs
+ * count as 0), -EINVAL for world x count above 2^32 - 1 or an unknown
+ * dt (the context stays usable). docs/collectives.md.
  */
 int tally_reduce_scatter(struct tally_ctx *ctx, const void *send, void *recv,
 	size_t count, enum tally_dtype dt);
