@@ -13,7 +13,11 @@
  * concatenation of the ranks' bytes (raw bits: NaN payloads, -0); the
  * root's bytes for a broadcast. Also with loss, duplicates and replays
  * both ways, in an authenticated job, and the failures: bad arguments,
- * 16-bit reduce-scatter not yet, a missing member times out.
+ * a missing member times out. The bf16 and f16 reduce-scatter: each
+ * rank's shard against the same shard of a tally_allreduce_typed() of
+ * the same tensors on the same context, and against the fixed-point sum
+ * rounded once (<tally/fixp16.h>), in 16- and 32-bit lanes, narrow and
+ * wide jobs, with loss, and an infinity (-ERANGE on every rank).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +32,7 @@
 #include <string.h>
 
 #include <tally/fixp.h>
+#include <tally/fixp16.h>
 #include <tally/tally.h>
 
 #include "loopagg.h"
@@ -422,10 +427,6 @@ bad_args(void **state)
 	assert_int_equal(tally_ctx_open(&workers[0].o, &ctx), 0);
 	assert_int_equal(tally_reduce_scatter(NULL, x, y, 4, TALLY_DT_F32),
 		-EINVAL);
-	assert_int_equal(tally_reduce_scatter(ctx, x, y, 4, TALLY_DT_BF16),
-		-EOPNOTSUPP);
-	assert_int_equal(tally_reduce_scatter(ctx, x, y, 4, TALLY_DT_F16),
-		-EOPNOTSUPP);
 	assert_int_equal(tally_reduce_scatter(ctx, x, NULL, 4, TALLY_DT_F32),
 		-EINVAL);
 	assert_int_equal(tally_allgather(ctx, NULL, y, 4, TALLY_DT_I32),
@@ -476,6 +477,219 @@ missing_member(void **state)
 	loopagg_stop(a, NULL);
 }
 
+/* The 16-bit reduce-scatter: sizes per rank, one of them with an inf. */
+#define RS16_STEPS	5
+static const size_t rs16_sizes[RS16_STEPS] = { 0, 1, 257, 3001, 1000 };
+#define RS16_INF	4	/* the step where the last rank sends an inf */
+
+struct rs16_rank {
+	pthread_t thread;
+	struct tally_ctx_opts o;
+	enum tally_dtype dt;
+	unsigned int lanes;	/* tally_ctx_set_lanes() */
+	unsigned int used;	/* tally_ctx_lanes() */
+	int open_rc;
+	int rc[RS16_STEPS], ar_rc[RS16_STEPS];
+	uint16_t *rs[RS16_STEPS];	/* reduce-scatter's shard, owned */
+	uint16_t *ar[RS16_STEPS];	/* allreduce of the same, owned */
+	char err[256];
+};
+
+/*
+ * Rank r's world x count elements of dt at step s: finite values of a
+ * few binades, zeros, -0 and NaNs (which count as 0); with inf, one
+ * +inf in the middle (rank world - 1 only).
+ */
+static void
+gen16(enum tally_dtype dt, unsigned int r, unsigned int s, size_t n, int inf,
+	uint16_t *x)
+{
+	int f16 = dt == TALLY_DT_F16;
+	uint64_t seed = mix((uint64_t)r << 40 | (uint64_t)s << 20 | 0x16 | f16);
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = mix(seed ^ i);
+		unsigned int sign = (unsigned int)(h >> 63) << 15;
+
+		if (h % 61 == 0)
+			x[i] = f16 ? 0x7e01 : 0x7fc1;
+		else if (h % 53 == 0)
+			x[i] = (uint16_t)sign;
+		else if (f16)
+			x[i] = (uint16_t)(sign | (8 + (h >> 8) % 10) << 10 |
+				(h >> 20 & 0x3ff));
+		else
+			x[i] = (uint16_t)(sign | (118 + (h >> 8) % 10) << 7 |
+				(h >> 20 & 0x7f));
+	}
+	if (inf && n > 0)
+		x[n / 2] = f16 ? 0x7c00 : 0x7f80;
+}
+
+static void *
+rs16_main(void *arg)
+{
+	struct rs16_rank *k = arg;
+	unsigned int w = k->o.world;
+	struct tally_ctx *ctx;
+
+	k->open_rc = tally_ctx_open(&k->o, &ctx);
+	if (k->open_rc != 0)
+		return NULL;
+	if (k->lanes != 0 && tally_ctx_set_lanes(ctx, k->lanes) != 0)
+		k->open_rc = -EINVAL;
+	k->used = tally_ctx_lanes(ctx, k->dt);
+	for (unsigned int s = 0; s < RS16_STEPS; s++) {
+		size_t c = rs16_sizes[s], n = c * w;
+		uint16_t *send = malloc(n * 2 + 2);
+
+		k->rs[s] = calloc(c + 1, 2);
+		k->ar[s] = malloc(n * 2 + 2);
+		gen16(k->dt, k->o.rank, s, n,
+			s == RS16_INF && k->o.rank == w - 1, send);
+		memcpy(k->ar[s], send, n * 2);
+		k->rc[s] = tally_reduce_scatter(ctx, send, k->rs[s], c, k->dt);
+		if (k->rc[s] != 0)
+			snprintf(k->err, sizeof(k->err), "%s",
+				tally_ctx_error(ctx));
+		k->ar_rc[s] = tally_allreduce_typed(ctx, k->ar[s], n, k->dt);
+		free(send);
+	}
+	tally_ctx_close(ctx);
+	return NULL;
+}
+
+/*
+ * The fixed-point sum rounded once, from <tally/fixp16.h> alone: the
+ * exponent from every rank's whole tensor, the encodings summed as
+ * integers, decoded. n elements into out.
+ */
+static void
+rs16_ref(enum tally_dtype dt, unsigned int world, unsigned int lanes,
+	int narrow, unsigned int s, size_t n, uint16_t *out)
+{
+	uint16_t *x = malloc(n * 2 + 2);
+	int32_t *q = malloc(n * 4 + 4), *sum = calloc(n + 1, 4);
+	float m = 0.0f;
+	int e;
+
+	for (unsigned int r = 0; r < world; r++) {
+		gen16(dt, r, s, n, 0, x);
+		if (tally_fixp16_absmax(dt, x, n) > m)
+			m = tally_fixp16_absmax(dt, x, n);
+	}
+	assert_int_equal(tally_fixp16_exponent(m, world, lanes, narrow, &e),
+		0);
+	for (unsigned int r = 0; r < world; r++) {
+		gen16(dt, r, s, n, 0, x);
+		assert_int_equal(tally_fixp16_encode(dt, x, q, 32, n, e), 0);
+		for (size_t i = 0; i < n; i++)
+			sum[i] += q[i];
+	}
+	assert_int_equal(tally_fixp16_decode(dt, sum, 32, out, n, e), 0);
+	free(x);
+	free(q);
+	free(sum);
+}
+
+/* Checks rank r's steps: shard = allreduce's shard = the reference. */
+static void
+rs16_check(const struct rs16_rank *k, unsigned int world, int narrow,
+	unsigned int r)
+{
+	for (unsigned int s = 0; s < RS16_STEPS; s++) {
+		size_t c = rs16_sizes[s], n = c * world;
+		uint16_t *ref = malloc(n * 2 + 2);
+
+		if (s == RS16_INF && c > 0) {
+			assert_int_equal(k->rc[s], -ERANGE);
+			assert_int_equal(k->ar_rc[s], -ERANGE);
+			free(ref);
+			continue;
+		}
+		if (k->rc[s] != 0 || k->ar_rc[s] != 0)
+			fail_msg("%s world %u rank %u step %u: %d/%d (%s)",
+				k->dt == TALLY_DT_F16 ? "f16" : "bf16", world,
+				r, s, k->rc[s], k->ar_rc[s], k->err);
+		rs16_ref(k->dt, world, k->used, narrow, s, n, ref);
+		if (memcmp(k->rs[s], k->ar[s] + c * r, c * 2) != 0 ||
+				memcmp(k->rs[s], ref + c * r, c * 2) != 0)
+			fail_msg("%s world %u lanes %u %s rank %u step %u: "
+				"shard not the allreduce's/the reference",
+				k->dt == TALLY_DT_F16 ? "f16" : "bf16", world,
+				k->used, narrow ? "narrow" : "wide", r, s);
+		free(ref);
+	}
+}
+
+/* One job: world ranks of dt with lanes (0: the rule), narrow, loss. */
+static void
+rs16_run(enum tally_dtype dt, unsigned int world, unsigned int lanes,
+	int narrow, double loss)
+{
+	struct loopagg_conf ac = { .job = JOB, .token = TOKEN,
+		.world = (uint8_t)world, .window = 16, .max_elems = ELEMS,
+		.narrow = (uint8_t)narrow, .loss_up = loss, .loss_down = loss,
+		.seed = world * 31 + lanes + (unsigned int)narrow };
+	static struct rs16_rank k[TALLY_MAX_WORKERS];
+	struct loopagg *a = loopagg_start(&ac);
+
+	assert_non_null(a);
+	for (unsigned int r = 0; r < world; r++) {
+		k[r] = (struct rs16_rank){ .dt = dt, .lanes = lanes,
+			.o = { .dp_addr = "127.0.0.1",
+				.dp_port = loopagg_port(a), .job = JOB,
+				.token = TOKEN, .rank = (uint8_t)r,
+				.world = (uint8_t)world, .elems = ELEMS,
+				.window = 16, .narrow = (uint8_t)narrow,
+				.rto_us = 2000, .timeout_ms = 20000 } };
+		assert_int_equal(pthread_create(&k[r].thread, NULL, rs16_main,
+			&k[r]), 0);
+	}
+	for (unsigned int r = 0; r < world; r++)
+		pthread_join(k[r].thread, NULL);
+	loopagg_stop(a, NULL);
+	for (unsigned int r = 0; r < world; r++) {
+		assert_int_equal(k[r].open_rc, 0);
+		assert_int_equal(k[r].used, lanes != 0 ? lanes :
+			tally_fixp16_lanes(dt, world, narrow));
+		rs16_check(&k[r], world, narrow, r);
+		for (unsigned int s = 0; s < RS16_STEPS; s++) {
+			free(k[r].rs[s]);
+			free(k[r].ar[s]);
+		}
+	}
+}
+
+/* bf16 and f16 in worlds 1, 2, 4, 7: the rule's lanes, 16 and 32. */
+static void
+rs16_worlds(void **state)
+{
+	static const unsigned int w[] = { 1, 2, 4, 7 };
+	static const unsigned int lanes[] = { 0, 16, 32 };
+
+	(void)state;
+	for (unsigned int i = 0; i < 4; i++)
+		for (int narrow = 0; narrow <= 1; narrow++)
+			for (unsigned int l = 0; l < 3; l++) {
+				rs16_run(TALLY_DT_BF16, w[i], lanes[l], narrow,
+					0.0);
+				rs16_run(TALLY_DT_F16, w[i], lanes[l], narrow,
+					0.0);
+			}
+}
+
+/* The same with 1% loss both ways. */
+static void
+rs16_lossy(void **state)
+{
+	(void)state;
+	rs16_run(TALLY_DT_BF16, 4, 16, 1, 0.01);
+	rs16_run(TALLY_DT_F16, 4, 32, 1, 0.01);
+	rs16_run(TALLY_DT_BF16, 7, 32, 0, 0.01);
+	rs16_run(TALLY_DT_F16, 2, 16, 1, 0.01);
+}
+
 int
 main(void)
 {
@@ -486,6 +700,8 @@ main(void)
 		cmocka_unit_test_teardown(receives_its_shard, teardown),
 		cmocka_unit_test_teardown(bad_args, teardown),
 		cmocka_unit_test_teardown(missing_member, teardown),
+		cmocka_unit_test(rs16_worlds),
+		cmocka_unit_test(rs16_lossy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
