@@ -270,7 +270,7 @@ int tally_reduce_scatter(struct tally_ctx *ctx, const void *send, void *recv,
  * recv (world x count elements) on every rank. The bytes move as they
  * are (any dt, f32 NaN payloads and -0 included), each rank's shard sent
  * once and never back to it. send may be recv's own shard (in place).
- * Errors as tally_reduce_scatter(), without -EOPNOTSUPP and -ERANGE.
+ * Errors as tally_reduce_scatter(), without -ERANGE.
  */
 int tally_allgather(struct tally_ctx *ctx, const void *send, void *recv,
 	size_t count, enum tally_dtype dt);
