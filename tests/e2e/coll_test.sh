@@ -4,8 +4,8 @@
 # Reduce-scatter, all-gather and broadcast through the real tally-dp and
 # tallyd (docs/protocol.md, "Collectives"): workers (tests/e2e/
 # collworker) join jobs through tally:// and run every op, f32 and i32,
-# sizes 0, 1, 257 and the prime 10007 a rank, in worlds of 1, 2, 4 and
-# 7; each checks its result bit for bit against a reference made from
+# and reduce-scatter of bf16, sizes 0, 1, 257 and the prime 10007 a
+# rank, in worlds of 1, 2, 4 and 7; each checks its result bit for bit against a reference made from
 # every rank's data, and the ranks' digests agree. Then 64 MiB a rank
 # (reduce-scatter's send, all-gather's receive) in a world of 4, and a
 # member killed mid-call: every other one returns an error, no hang.
@@ -83,6 +83,8 @@ fi
 for w in 1 2 4 7; do
 	T=$(job "w$w" "$w")
 	timed "world $w" coll_all "w$w" "$T" "$w" "world$w"
+	timed "world $w bf16" coll_all "w$w" "$T" "$w" "world$w-bf16" \
+		--ops rs --types bf16
 done
 T=$(job big 4)
 timed 64MiB coll_all big "$T" 4 big --ops rs,ag --types f32,i32 \

@@ -7,15 +7,16 @@
  * can make for every other. It checks its own result of each call bit
  * for bit against a reference computed here from all ranks' data
  * (reduce-scatter: its shard of the wrapping i32 sums or of the
- * shared-scale fixed-point f32 sums; all-gather: the ranks' bytes in
+ * shared-scale fixed-point f32 sums, or of the bf16 fixed-point sums
+ * rounded once, in the lanes the context takes; all-gather: the ranks' bytes in
  * rank order; broadcast: the root's), and prints a digest of the
  * results that every rank shares (all-gather's and broadcast's, and the
  * reference sums of reduce-scatter), so that the script can compare
  * ranks.
  *
  * collworker --url URL --token-file F --rank R --world W [--ops rs,ag,bc]
- *   [--types f32,i32] [--sizes N,...] [--iters K] [--seed S]
- *   [--timeout-ms T]
+ *   [--types f32,i32,bf16 (bf16: rs only)] [--sizes N,...] [--iters K]
+ *   [--seed S] [--timeout-ms T]
  * Exit: 0 every result right, 2 a result wrong, 3 a call failed (the
  * error on stderr), 1 bad usage or no join.
  */
@@ -26,6 +27,7 @@
 #include <string.h>
 
 #include <tally/fixp.h>
+#include <tally/fixp16.h>
 #include <tally/tally.h>
 
 struct opts {
@@ -114,6 +116,83 @@ rs_ref(const struct opts *o, int f32, unsigned int k, size_t count,
 		tally_fixp_decode((int32_t *)ref, (float *)ref, n, e);
 	free(x);
 	free(q);
+}
+
+/*
+ * Rank r's n bf16 elements for call k: a few binades around 1, zeros
+ * and NaNs (which count as 0).
+ */
+static void
+gen16(uint64_t seed, unsigned int r, unsigned int k, size_t n, uint16_t *x)
+{
+	uint64_t s = mix(seed ^ (uint64_t)r << 48 ^ (uint64_t)k << 32 ^ 16);
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t h = mix(s ^ i);
+
+		if (h % 61 == 0)
+			x[i] = 0x7fc1;
+		else if (h % 53 == 0)
+			x[i] = 0;
+		else
+			x[i] = (uint16_t)((h >> 63) << 15 |
+				(118 + (h >> 8) % 10) << 7 | (h >> 20 & 0x7f));
+	}
+}
+
+/*
+ * A bf16 reduce-scatter, call k, count elements a rank: its shard
+ * against the fixed-point sums of every rank's data (the exponent from
+ * the largest |x| of all, in the context's lanes) rounded once; the
+ * digest takes the whole reference. Returns 0, 2 or 3.
+ */
+static int
+one16(struct tally_ctx *ctx, const struct opts *o, unsigned int k,
+	size_t count)
+{
+	size_t n = count * o->world;
+	uint16_t *x = malloc(n * 2 + 2), *recv = calloc(count + 1, 2);
+	uint16_t *ref = malloc(n * 2 + 2);
+	int32_t *q = malloc(n * 4 + 4), *sum = calloc(n + 1, 4);
+	struct tally_ctx_info info;
+	float m = 0.0f;
+	int e, rc;
+
+	tally_ctx_info(ctx, &info);
+	gen16(o->seed, o->rank, k, n, x);
+	rc = tally_reduce_scatter(ctx, x, recv, count, TALLY_DT_BF16);
+	for (unsigned int r = 0; r < o->world; r++) {
+		gen16(o->seed, r, k, n, x);
+		if (tally_fixp16_absmax(TALLY_DT_BF16, x, n) > m)
+			m = tally_fixp16_absmax(TALLY_DT_BF16, x, n);
+	}
+	if (tally_fixp16_exponent(m, o->world, info.lanes_bf16, info.narrow,
+			&e) != 0)
+		abort();
+	for (unsigned int r = 0; r < o->world; r++) {
+		gen16(o->seed, r, k, n, x);
+		tally_fixp16_encode(TALLY_DT_BF16, x, q, 32, n, e);
+		for (size_t i = 0; i < n; i++)
+			sum[i] += q[i];
+	}
+	tally_fixp16_decode(TALLY_DT_BF16, sum, 32, ref, n, e);
+	fnv(ref, n * 2);
+	if (rc != 0) {
+		fprintf(stderr, "rank %u call %u (rs bf16, %zu): %d: %s\n",
+			o->rank, k, count, rc, tally_ctx_error(ctx));
+		rc = 3;
+	} else if (memcmp(recv, ref + count * o->rank, count * 2) != 0) {
+		fprintf(stderr, "rank %u call %u (rs bf16, %zu, lanes %u): "
+			"result differs from the reference\n", o->rank, k,
+			count, info.lanes_bf16);
+		rc = 2;
+	}
+	free(x);
+	free(recv);
+	free(ref);
+	free(q);
+	free(sum);
+	return rc;
 }
 
 /*
@@ -219,9 +298,12 @@ run(struct tally_ctx *ctx, const struct opts *o)
 				for (char *sz, *n = strtok_r(sizes, ",", &sz);
 						n != NULL;
 						n = strtok_r(NULL, ",", &sz)) {
-					int rc = one(ctx, o, op,
-						strcmp(t, "f32") == 0, k++,
-						strtoull(n, NULL, 0));
+					size_t c = strtoull(n, NULL, 0);
+					int rc = strcmp(t, "bf16") != 0 ?
+						one(ctx, o, op,
+						strcmp(t, "f32") == 0, k++, c) :
+						op[0] == 'r' ?
+						one16(ctx, o, k++, c) : 1;
 
 					if (rc != 0)
 						return rc;
@@ -245,7 +327,8 @@ main(int argc, char **argv)
 
 	if (parse(argc, argv, &o) != 0) {
 		fprintf(stderr, "usage: collworker --url URL --token-file F "
-			"--rank R --world W [--ops rs,ag,bc] [--types f32,i32] "
+			"--rank R --world W [--ops rs,ag,bc] "
+			"[--types f32,i32,bf16 (bf16: rs only)] "
 			"[--sizes N,...] [--iters K] [--seed S] "
 			"[--timeout-ms T]\n");
 		return 1;
