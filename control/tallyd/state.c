@@ -49,7 +49,7 @@ ctr_load(json_t *o, struct tallyd_ctr *c)
 }
 
 static json_t *
-job_state_json(const struct tallyd_job *j)
+job_state_json(const struct tallyd *d, const struct tallyd_job *j)
 {
 	char hash[65], tok[17];
 	json_t *o;
@@ -66,9 +66,13 @@ job_state_json(const struct tallyd_job *j)
 		"token_hash", hash, "created", (json_int_t)j->created,
 		"last_active", (json_int_t)j->last_active,
 		"counters_base", ctr_json(&j->base),
-		"counters_last", ctr_json(&j->last));
+		"counters_last", ctr_json(&j->sh[0].last));
 	if (o == NULL)
 		return NULL;
+	/* A job on other dataplanes than the first alone (dps.c). */
+	if (j->nshards > 1 || j->sh[0].dp != 0)
+		json_object_set_new(o, "shards", tallyd_shards_json(d, j,
+			false));
 	json_object_set_new(o, "epoch", json_integer(j->epoch));
 	if (j->auth) {
 		/* The job's secret: the state file is tallyd's alone (0600). */
@@ -132,7 +136,7 @@ state_text(const struct tallyd *d, const struct tallyd_job *skip)
 
 	for (j = d->jobs; j != NULL; j = j->next)
 		if (j != skip && json_array_append_new(jobs,
-				job_state_json(j)) != 0) {
+				job_state_json(d, j)) != 0) {
 			json_decref(jobs);
 			return NULL;
 		}
@@ -294,14 +298,14 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	int narrow;
 	const char *name, *hash, *wtok = NULL, *codec = "fixp", *asec = NULL;
 	struct tally_codec cc;
-	json_t *members = NULL, *base = NULL, *lst = NULL;
+	json_t *members = NULL, *base = NULL, *lst = NULL, *shards = NULL;
 	json_error_t err;
 	struct tallyd_job *j;
 	size_t n = 0;
 
 	if (json_unpack_ex(o, &err, 0, "{s:s, s:I, s:I, s:I, s:I, s:b, s:I, "
 			"s:I, s:I, s:s, s:I, s:I, s?I, s?o, s?s, s?o, s?o, s?s, "
-			"s?s, s?I}",
+			"s?s, s?I, s?o}",
 			"name", &name, "id", &id, "world", &world,
 			"window", &window, "max_elems", &elems,
 			"narrow", &narrow, "group_ip", &gip,
@@ -311,7 +315,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			"members", &members, "wire_token", &wtok,
 			"counters_base", &base, "counters_last", &lst,
 			"codec", &codec, "auth_secret", &asec,
-			"qkey", &qkey) != 0) {
+			"qkey", &qkey, "shards", &shards) != 0) {
 		snprintf(why, wlen, "a job: %s", err.text);
 		return -EINVAL;
 	}
@@ -401,7 +405,11 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	if (base != NULL)
 		ctr_load(base, &j->base);
 	if (lst != NULL)
-		ctr_load(lst, &j->last);
+		ctr_load(lst, &j->sh[0].last);
+	if (tallyd_shards_load(d, j, shards, why, wlen) != 0) {
+		free(j);
+		return -EINVAL;
+	}
 	tallyd_job_link(d, j);
 	return 0;
 }
