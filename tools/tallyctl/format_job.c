@@ -236,7 +236,7 @@ print_shards(FILE *f, const json_t *shards)
 {
 	static const char *const ctr[] = { "rounds", "contributions",
 		"bytes_in", "results", "drops" };
-	struct tallyctl_table *t = tallyctl_table_new(8, "llrrrrrr");
+	struct tallyctl_table *t = tallyctl_table_new(8, "lllrrrrr");
 	const json_t *s;
 	size_t i;
 	int ret;
