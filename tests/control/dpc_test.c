@@ -445,6 +445,62 @@ test_mismatch(void **state)
 }
 
 /*
+ * A job sharded over two dataplanes, the second down (docs/scale-out.md):
+ * the barrier's program gives the first the membership and wire token,
+ * fails at the second at once, and the membership is not the job's; the
+ * first's copy goes at its next poll (a membership tallyd never formed).
+ */
+static void
+test_sharded_one_down(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd_job t = { .world = 2, .window = 64, .max_elems = 256,
+		.nshards = 2, .sh = { { .dp = 0 }, { .dp = 1 } } }, *x;
+	const struct tallyd_member m[2] = { { 0x0a090002, 40001, 0 },
+		{ 0x0a090003, 40001, 0 } };
+	char hex[TALLY_RDV_TOKEN_HEX + 1], e[512], page[1024];
+	json_t *req;
+
+	strcpy(f->d.dps[1].name, "dead");
+	f->d.dps[1].dpc = tallyd_dpc_create(1, "/nonexistent/tally-dp.sock");
+	assert_non_null(f->d.dps[1].dpc);
+	f->d.ndps = 2;
+	first_poll(f);
+	assert_false(tallyd_dpc_up(f->d.dps[1].dpc));
+	assert_false(tallyd_dps_up(&f->d));
+	strcpy(t.name, "s");
+	x = tallyd_job_create(&f->d, &t, hex);
+	assert_non_null(x);
+	assert_int_equal(x->nshards, 2);
+	assert_int_equal(tallyd_dpc_program(&f->d, x, m, 0x55), 0);
+	assert_true(tallyd_dpc_busy(x));
+	req = expect(f, "job_add");
+	assert_string_equal(json_string_value(json_object_get(req, "token")),
+		"0000000000000055");
+	assert_int_equal(json_array_size(json_object_get(req, "members")), 2);
+	json_decref(req);
+	answer(f, "{\"errno\":0}");
+	idle(f, 30);
+	assert_false(tallyd_dpc_busy(x));
+	assert_int_equal(x->prog_err, -EHOSTDOWN);
+	assert_false(x->has_members);
+	assert_true(x->sh[0].in_dp);
+	assert_false(x->sh[1].in_dp);
+
+	entry_text(e, sizeof(e), x, 64, 0x55, 0);
+	snprintf(page, sizeof(page), "{\"errno\":0,\"jobs\":[%s]}", e);
+	poll_with_ping(f);
+	serve(f, "job_list", page);
+	req = expect(f, "job_del");
+	assert_int_equal(json_integer_value(json_object_get(req, "id")), x->id);
+	json_decref(req);
+	answer(f, "{\"errno\":0}");
+	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
+	idle(f, 30);
+	assert_int_equal(f->d.st.dp_stale_removed, 1);
+}
+
+/*
  * token_fp: the same configuration with another token is a mismatch; the
  * job's own token's fingerprint makes the counters the job's.
  */
@@ -687,6 +743,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_pages_and_stale, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_pages_must_advance, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_sharded_one_down, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_fp, setup, teardown),
