@@ -14,9 +14,10 @@
 #include <arpa/inet.h>
 
 #include "tallyd.h"
+#include "etcd.h"
 
 enum kind { K_STR, K_PATH, K_PATH_OPT, K_ADDR, K_ADDR_OFF, K_IP, K_ONOFF,
-	K_UINT, K_NAME };
+	K_UINT, K_NAME, K_STATE };
 
 struct key {
 	const char *name;
@@ -44,6 +45,8 @@ static const struct key keys[] = {
 	NUM(rendezvous_handshake_ms, 100, 60000),
 	STR(metrics, K_ADDR_OFF),
 	STR(state_file, K_PATH),
+	STR(state, K_STATE),
+	NUM(state_lease_s, 2, 600),
 	STR(dp_admin, K_PATH),
 	STR(dp_address, K_IP),
 	STR(dp_name, K_NAME),
@@ -70,6 +73,8 @@ tallyd_conf_defaults(struct tallyd_conf *c)
 	c->rendezvous_handshake_ms = 3000;
 	strcpy(c->metrics, "127.0.0.1:9470");
 	strcpy(c->state_file, "/var/lib/tally/state.json");
+	strcpy(c->state, "file");
+	c->state_lease_s = 5;
 	strcpy(c->dp_admin, "/run/tally/dp.sock");
 	strcpy(c->dp_name, "dp0");
 	c->dp_poll_ms = 500;
@@ -112,6 +117,38 @@ addr_ok(const char *v)
 	p = strtoul(colon + 1, &end, 10);
 	return inet_pton(AF_INET, ip, &a) == 1 && errno == 0 &&
 		*end == '\0' && p <= 65535;
+}
+
+/*
+ * state: "file" (the state_file key's file), "file:PATH" (sets
+ * state_file too) or "etcd://IP:PORT[,IP:PORT...]".
+ */
+static int
+set_state(struct tallyd_conf *c, const char *v, char *why, size_t wlen)
+{
+	struct tallyd_etcd *e;
+	char r[200];
+
+	if (strlen(v) >= sizeof(c->state))
+		return bad(why, wlen, "'state' is longer than %zu bytes",
+			sizeof(c->state) - 1);
+	if (strncmp(v, "file:", 5) == 0) {
+		if (v[5] == '\0' || strlen(v + 5) >= sizeof(c->state_file))
+			return bad(why, wlen, "'state = file:PATH' wants a "
+				"path of at most %zu bytes",
+				sizeof(c->state_file) - 1);
+		strcpy(c->state_file, v + 5);
+	} else if (tallyd_etcd_spec(v)) {
+		e = tallyd_etcd_create(v, 1000, r, sizeof(r));
+		if (e == NULL)
+			return bad(why, wlen, "'state': %s", r);
+		free(e);
+	} else if (strcmp(v, "file") != 0) {
+		return bad(why, wlen, "'state' must be file, file:PATH or "
+			"etcd://IP:PORT[,IP:PORT...]");
+	}
+	strcpy(c->state, v);
+	return 0;
 }
 
 static int
@@ -164,6 +201,8 @@ set_value(struct tallyd_conf *c, const struct key *k, const char *v,
 			return bad(why, wlen, "'%s' must be 1-%zu of "
 				"[A-Za-z0-9_.-]", k->name, k->size - 1);
 		break;
+	case K_STATE:
+		return set_state(c, v, why, wlen);
 	case K_PATH_OPT:
 	case K_STR:
 		break;

@@ -18,6 +18,7 @@
 
 #include "tally_config.h"
 #include "tallyd.h"
+#include "cluster.h"
 #include "ctl_parse.h"
 
 #define MAX_CLIENTS	64
@@ -406,6 +407,10 @@ handle(struct tallyd *d, struct tallyd_ctl_client *c, const char *buf,
 	ret = tallyd_ctl_parse(buf, len, &r, why, sizeof(why));
 	if (ret != 0)
 		return err_reply(-ret, "%s", why);
+	/* Several tallyd on etcd: only the leader changes jobs. */
+	if ((r.cmd == TALLYD_CTL_JOB_CREATE || r.cmd == TALLYD_CTL_JOB_DELETE)
+			&& !tallyd_state_leads(d))
+		return tallyd_cluster_refusal(d, tallyd_ctl_cmd_name(r.cmd));
 	switch (r.cmd) {
 	case TALLYD_CTL_PING:
 		return json_pack("{s:i, s:s, s:I, s:b}", "errno", 0,

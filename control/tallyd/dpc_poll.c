@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "dpc.h"
+#include "cluster.h"
 
 #define PAGE_LIMIT	128
 
@@ -121,6 +122,9 @@ entry(struct tallyd *d, unsigned int dp, json_t *e)
 		return;
 	p->seen[id / 8] |= (uint8_t)(1u << (id % 8));
 	j = tallyd_job_find_id(d, (uint16_t)id);
+	/* etcd: the leader reconciles; a follower's counters are its. */
+	if (!tallyd_state_leads(d))
+		return;
 	if (j == NULL)
 		return remove_stale(d, dp, id, "which tallyd has no job for");
 	if ((sh = tallyd_job_shard(j, dp)) == NULL)
@@ -134,6 +138,10 @@ entry(struct tallyd *d, unsigned int dp, json_t *e)
 		}
 		return;
 	}
+	/* Another tallyd may have just formed it (etcd): read j again. */
+	if (!j->has_members || tallyd_dpc_entry_differs(j, e, what,
+			sizeof(what)))
+		tallyd_cluster_refresh(d, j);
 	if (!j->has_members)
 		return remove_stale(d, dp, id,
 			"a membership tallyd never formed");
@@ -151,6 +159,8 @@ restore_missing(struct tallyd *d, unsigned int dp)
 	struct tallyd_shard *sh;
 	struct tallyd_job *j;
 
+	if (!tallyd_state_leads(d))
+		return;
 	for (j = d->jobs; j != NULL; j = j->next) {
 		if ((sh = tallyd_job_shard(j, dp)) == NULL ||
 				p->seen[j->id / 8] & (1u << (j->id % 8)) ||

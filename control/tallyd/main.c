@@ -27,6 +27,7 @@
 
 #include "tally_config.h"
 #include "tallyd.h"
+#include "cluster.h"
 #include "http.h"
 #include "metrics.h"
 
@@ -40,6 +41,8 @@ usage(FILE *f)
 "  -c, --config FILE    configuration file (default " DEFAULT_CONF ";\n"
 "                       a missing default file means all defaults)\n"
 "  -s, --set KEY=VALUE  override one configuration key (repeatable)\n"
+"      --state SPEC     where the state lives: file[:PATH] (default) or\n"
+"                       etcd://IP:PORT[,IP:PORT...] (--set state=SPEC)\n"
 "      --check-config   print the resulting configuration and exit\n"
 "  -V, --version        print the version and exit\n"
 "  -h, --help           this text\n"
@@ -57,7 +60,7 @@ expire_idle(struct tallyd *d)
 	int64_t now = tallyd_wall_s();
 	struct tallyd_job *j, *next;
 
-	if (d->sf.failing)
+	if (d->sf.failing || !tallyd_state_leads(d))
 		return;
 	for (j = d->jobs; j != NULL; j = next) {
 		next = j->next;
@@ -120,7 +123,8 @@ log_start(const struct tallyd *d)
 		snprintf(met, sizeof(met), "off");
 	tallyd_log("%s: %u jobs restored from %s; control %s, rendezvous %s "
 		"(TLS %s, at most %u connections), metrics %s, tally-dp %s",
-		TALLY_VERSION, d->njobs, d->conf.state_file,
+		TALLY_VERSION, d->njobs, d->cl != NULL ? d->conf.state :
+		d->conf.state_file,
 		d->conf.control_socket, rdv, d->conf.rendezvous_tls,
 		tallyd_rdv_cap(d), met, d->conf.dp_admin);
 }
@@ -158,9 +162,10 @@ run(struct tallyd *d, int sfd)
 	}
 	while (!d->stop) {
 		unsigned int n = 0, nctl, nrdv, i, idp;
-		int64_t now = tallyd_now_ms(), wait, dpw, save;
+		int64_t now = tallyd_now_ms(), wait, dpw, save, cl;
 		int timeout;
 
+		cl = tallyd_cluster_tick(d, now);
 		if (now >= next_poll) {
 			tallyd_dpc_poll(d);
 			tallyd_job_delete_step(d, now);
@@ -173,6 +178,8 @@ run(struct tallyd *d, int sfd)
 		dpw = tallyd_dpc_timers(d, now);
 		if (dpw < wait)
 			wait = dpw;
+		if (cl < wait)
+			wait = cl;
 		save = tallyd_state_flush(d, now);
 		if (save >= 0 && save < wait)
 			wait = save;
@@ -241,6 +248,7 @@ main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "set", required_argument, NULL, 's' },
+		{ "state", required_argument, NULL, 'S' },
 		{ "check-config", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -252,7 +260,7 @@ main(int argc, char **argv)
 	unsigned int nsets = 0;
 	uint64_t seen = 0, seen_set = 0;
 	int check = 0, opt, ret, sfd, status = 0;
-	char why[512];
+	char why[512], state_set[sizeof(d.conf.state) + 8];
 
 	while ((opt = getopt_long(argc, argv, "c:s:Vh", opts, NULL)) != -1) {
 		switch (opt) {
@@ -265,6 +273,15 @@ main(int argc, char **argv)
 				return 2;
 			}
 			sets[nsets++] = optarg;
+			break;
+		case 'S':
+			if (nsets == sizeof(sets) / sizeof(sets[0])) {
+				fprintf(stderr, "tallyd: too many --set\n");
+				return 2;
+			}
+			snprintf(state_set, sizeof(state_set), "state=%s",
+				optarg);
+			sets[nsets++] = state_set;
 			break;
 		case 'C':
 			check = 1;
@@ -322,6 +339,11 @@ main(int argc, char **argv)
 		return 1;
 	}
 	d.started = tallyd_wall_s();
+	if (tallyd_cluster_open(&d, why, sizeof(why)) != 0) {
+		fprintf(stderr, "tallyd: %s\n", why);
+		return 2;
+	}
+	/* The dataplanes first: a job's shards name them (dps.c). */
 	if (tallyd_dps_open(&d, why, sizeof(why)) != 0 ||
 			tallyd_state_load(&d, why, sizeof(why)) != 0) {
 		fprintf(stderr, "tallyd: %s\n", why);
@@ -355,9 +377,12 @@ main(int argc, char **argv)
 			goto out_rdv;
 		}
 	}
+	/* etcd: the jobs read (and a campaign) before the start line. */
+	tallyd_cluster_tick(&d, tallyd_now_ms());
 	log_start(&d);
 	run(&d, sfd);
-	if (tallyd_state_save(&d) != 0) {
+	/* An etcd follower saved its memberships as it formed them. */
+	if (tallyd_state_leads(&d) && tallyd_state_save(&d) != 0) {
 		fprintf(stderr, "tallyd: stopping: %s; the file keeps what the "
 			"last good save wrote\n", d.sf.error);
 		status = 1;
@@ -369,6 +394,7 @@ out_rdv:
 out_sfd:
 	close(sfd);
 out:
+	tallyd_cluster_close(&d);
 	while (d.jobs != NULL)
 		tallyd_job_free(&d, d.jobs);
 	tallyd_dps_close(&d);

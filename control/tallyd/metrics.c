@@ -384,6 +384,21 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 	scalar(r, t, "state_unsaved", FAMILY(
 		"tallyd_state_unsaved", "gauge",
 		"1 while tallyd holds changes the state file lacks, else 0."));
+	scalar(r, t, "state_leader", FAMILY("tallyd_state_leader", "gauge",
+		"State in etcd: 1 while this tallyd is the leader, else 0."));
+	scalar(r, t, "etcd_up", FAMILY("tallyd_etcd_up", "gauge",
+		"State in etcd: 1 while etcd answered the last exchange."));
+	scalar(r, t, "etcd_requests", FAMILY("tallyd_etcd_requests_total",
+		"counter", "Exchanges with etcd's JSON gateway."));
+	scalar(r, t, "etcd_failures", FAMILY("tallyd_etcd_failures_total",
+		"counter", "Exchanges with etcd that got no usable reply."));
+	scalar(r, t, "etcd_timeouts", FAMILY("tallyd_etcd_timeouts_total",
+		"counter", "Exchanges with etcd past their deadline."));
+	scalar(r, t, "state_fenced", FAMILY("tallyd_state_fenced_total",
+		"counter", "Writes to etcd refused by the leader fence."));
+	scalar(r, t, "leader_changes", FAMILY("tallyd_leader_changes_total",
+		"counter", "Times this tallyd became or stopped being the "
+		"leader."));
 }
 
 /* A job counter's key and the family it becomes. */

@@ -21,6 +21,7 @@
 
 #include "addrmap.h"
 #include "rdv.h"
+#include "cluster.h"
 
 /* What any caller without a job's token learns, whatever was wrong. */
 #define NOT_AUTHORIZED	"no job with that name and token"
@@ -151,7 +152,11 @@ tallyd_rdv_programmed(struct tallyd *d, struct tallyd_job *j, int err)
 	d->st.joins += j->world;
 	d->st.memberships++;
 	/* On disk before any rank may count under it. */
-	tallyd_state_save(d);
+	if (tallyd_state_save(d) != 0 && d->cl != NULL)
+		/* etcd refused it (another tallyd wrote j): join again. */
+		return tallyd_rdv_fail_job(d, j, EAGAIN, TALLYD_JF_DP_DOWN,
+			"job '%s': membership not saved: %s", j->name,
+			d->sf.error);
 	m.wire_token = j->wire_token;
 	m.epoch = j->epoch;
 	for (r = 0; r < j->world; r++) {
@@ -203,7 +208,11 @@ authorize(struct tallyd *d, struct tallyd_rdv_conn *c,
 {
 	static const struct tallyd_job decoy;
 	struct tallyd_job *j = tallyd_job_find(d, m->job);
-	int ok = tallyd_job_token_ok(j != NULL ? j : &decoy, m->token);
+	int ok;
+
+	if (j == NULL && d->cl != NULL)	/* etcd: maybe just created */
+		j = tallyd_cluster_fetch(d, m->job);
+	ok = tallyd_job_token_ok(j != NULL ? j : &decoy, m->token);
 
 	if (j != NULL && ok) {
 		c->token_ok = true;

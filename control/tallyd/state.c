@@ -20,6 +20,7 @@
 #include <sodium.h>
 
 #include "tallyd.h"
+#include "cluster.h"
 
 #define STATE_VERSION 1
 
@@ -48,8 +49,8 @@ ctr_load(json_t *o, struct tallyd_ctr *c)
 	}
 }
 
-static json_t *
-job_state_json(const struct tallyd *d, const struct tallyd_job *j)
+json_t *
+tallyd_state_job_json(const struct tallyd *d, const struct tallyd_job *j)
 {
 	char hash[65], tok[17];
 	json_t *o;
@@ -136,7 +137,7 @@ state_text(const struct tallyd *d, const struct tallyd_job *skip)
 
 	for (j = d->jobs; j != NULL; j = j->next)
 		if (j != skip && json_array_append_new(jobs,
-				job_state_json(d, j)) != 0) {
+				tallyd_state_job_json(d, j)) != 0) {
 			json_decref(jobs);
 			return NULL;
 		}
@@ -210,9 +211,13 @@ write_durably(const char *path, const char *text, const char **step)
 	return ret;
 }
 
-/* A failed save: counted, kept for stats, logged (not every retry). */
+/*
+ * A failed save: counted, kept for stats, logged (not every retry).
+ * sentence: etcd's reason (NULL: the state file's, from err and step).
+ */
 static void
-save_failed(struct tallyd *d, int err, const char *step)
+save_failed(struct tallyd *d, int err, const char *step,
+	const char *sentence)
 {
 	int64_t now = tallyd_now_ms();
 	char was[sizeof(d->sf.error)];
@@ -223,9 +228,13 @@ save_failed(struct tallyd *d, int err, const char *step)
 	d->sf.retry_ms = now + 1000;
 	d->state_dirty = true;
 	memcpy(was, d->sf.error, sizeof(was));
-	snprintf(d->sf.error, sizeof(d->sf.error),
-		"cannot save state file %.400s: %s", state_path(d),
-		strerror(err));
+	if (sentence != NULL)
+		snprintf(d->sf.error, sizeof(d->sf.error),
+			"cannot save state in etcd: %.400s", sentence);
+	else
+		snprintf(d->sf.error, sizeof(d->sf.error),
+			"cannot save state file %.400s: %s", state_path(d),
+			strerror(err));
 	d->sf.error_at = tallyd_wall_s();
 	if (strcmp(was, d->sf.error) == 0 && d->sf.streak > 1 &&
 			now - d->sf.logged_ms < 60000)
@@ -235,17 +244,42 @@ save_failed(struct tallyd *d, int err, const char *step)
 		d->sf.streak);
 }
 
+/* tallyd_state_save_except() with etcd (state_etcd.c does the work). */
+static int
+save_etcd(struct tallyd *d, const struct tallyd_job *skip)
+{
+	char why[400];
+	int ret = tallyd_cluster_save(d, skip, why, sizeof(why));
+
+	if (ret != 0) {
+		save_failed(d, -ret, "a txn", why);
+		return ret;
+	}
+	if (d->sf.failing)
+		tallyd_log("state saved in etcd again, after %u failed "
+			"attempts", d->sf.streak);
+	d->st.state_saves++;
+	d->sf.failing = false;
+	d->sf.streak = 0;
+	d->state_dirty = false;
+	return 0;
+}
+
 int
 tallyd_state_save_except(struct tallyd *d, const struct tallyd_job *skip)
 {
 	const char *step = "rendering";
-	char *text = state_text(d, skip);
-	int ret = text != NULL ? write_durably(state_path(d), text, &step) :
-		-ENOMEM;
+	char *text;
+	int ret;
 
+	if (d->cl != NULL)
+		return save_etcd(d, skip);
+	text = state_text(d, skip);
+	ret = text != NULL ? write_durably(state_path(d), text, &step) :
+		-ENOMEM;
 	free(text);
 	if (ret != 0) {
-		save_failed(d, -ret, step);
+		save_failed(d, -ret, step, NULL);
 		return ret;
 	}
 	if (d->sf.failing)
@@ -288,10 +322,12 @@ tallyd_state_stats(const struct tallyd *d, json_t *o)
 		json_string(d->sf.error) : json_null());
 	json_object_set_new(o, "state_last_error_at", d->sf.error[0] != '\0' ?
 		json_integer((json_int_t)d->sf.error_at) : json_null());
+	tallyd_cluster_stats(d, o);
 }
 
-static int
-load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
+int
+tallyd_state_parse_job(struct tallyd *d, json_t *o, struct tallyd_job *j,
+	char *why, size_t wlen)
 {
 	json_int_t id, world, window, elems, gip, gport, idle, created, last;
 	json_int_t epoch = 0, qkey = -1;
@@ -300,7 +336,6 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	struct tally_codec cc;
 	json_t *members = NULL, *base = NULL, *lst = NULL, *shards = NULL;
 	json_error_t err;
-	struct tallyd_job *j;
 	size_t n = 0;
 
 	if (json_unpack_ex(o, &err, 0, "{s:s, s:I, s:I, s:I, s:I, s:b, s:I, "
@@ -325,18 +360,13 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			elems > TALLY_MAX_ELEMS || gip < 0 ||
 			gip > UINT32_MAX || gport < 0 || gport > 65535 ||
 			idle < 0 || idle > UINT32_MAX || epoch < 0 ||
-			epoch > UINT32_MAX || tallyd_job_find(d, name) != NULL ||
+			epoch > UINT32_MAX ||
 			qkey > 0x7fffffff || qkey == 0 ||
 			tally_codec_parse(codec, &cc, NULL, 0) != 0 ||
-			strlen(codec) >= TALLY_CODEC_SPEC_MAX ||
-			tallyd_job_find_id(d, (uint16_t)id) != NULL) {
-		snprintf(why, wlen, "job '%.64s': a value out of range, or "
-			"a name or id twice", name);
+			strlen(codec) >= TALLY_CODEC_SPEC_MAX) {
+		snprintf(why, wlen, "job '%.64s': a value out of range", name);
 		return -EINVAL;
 	}
-	j = calloc(1, sizeof(*j));
-	if (j == NULL)
-		return -ENOMEM;
 	strcpy(j->name, name);
 	j->id = (uint16_t)id;
 	j->world = (uint8_t)world;
@@ -357,13 +387,11 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			sizeof(j->auth_secret), asec, strlen(asec), NULL, &n,
 			NULL) != 0 || n != sizeof(j->auth_secret))) {
 		snprintf(why, wlen, "job '%s': bad auth_secret", name);
-		free(j);
 		return -EINVAL;
 	}
 	if (sodium_hex2bin(j->token_hash, sizeof(j->token_hash), hash,
 			strlen(hash), NULL, &n, NULL) != 0 ||
 			n != sizeof(j->token_hash)) {
-		free(j);
 		snprintf(why, wlen, "job '%s': bad token_hash", name);
 		return -EINVAL;
 	}
@@ -375,7 +403,6 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 				json_array_size(members) != (size_t)world ||
 				wtok == NULL || strlen(wtok) != 16 ||
 				strspn(wtok, "0123456789abcdef") != 16) {
-			free(j);
 			snprintf(why, wlen, "job '%s': bad membership", name);
 			return -EINVAL;
 		}
@@ -390,7 +417,6 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 			if (ip <= 0 || ip > UINT32_MAX || port < 1 ||
 					port > 65535 || qpn < 0 ||
 					qpn > 0xffffff) {
-				free(j);
 				snprintf(why, wlen, "job '%s': bad member %zu",
 					name, r);
 				return -EINVAL;
@@ -406,9 +432,28 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 		ctr_load(base, &j->base);
 	if (lst != NULL)
 		ctr_load(lst, &j->sh[0].last);
-	if (tallyd_shards_load(d, j, shards, why, wlen) != 0) {
+	return tallyd_shards_load(d, j, shards, why, wlen);
+}
+
+/* One job of the file into d; a name or an id twice is an error. */
+static int
+load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
+{
+	struct tallyd_job *j = calloc(1, sizeof(*j));
+	int ret;
+
+	if (j == NULL)
+		return -ENOMEM;
+	ret = tallyd_state_parse_job(d, o, j, why, wlen);
+	if (ret == 0 && (tallyd_job_find(d, j->name) != NULL ||
+			tallyd_job_find_id(d, j->id) != NULL)) {
+		snprintf(why, wlen, "job '%s': a name or id twice", j->name);
+		ret = -EINVAL;
+	}
+	if (ret != 0) {
+		sodium_memzero(j, sizeof(*j));
 		free(j);
-		return -EINVAL;
+		return ret;
 	}
 	tallyd_job_link(d, j);
 	return 0;
@@ -490,6 +535,8 @@ tallyd_state_load(struct tallyd *d, char *why, size_t wlen)
 	size_t i;
 	int ret;
 
+	if (d->cl != NULL)
+		return 0;	/* etcd: read by tallyd_cluster_tick() */
 	ret = state_locate(d, why, wlen);
 	if (ret != 0)
 		return ret > 0 ? 0 : ret;	/* 1: first start */

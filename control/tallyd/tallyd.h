@@ -57,6 +57,8 @@ struct tallyd_conf {
 	unsigned int rendezvous_handshake_ms;	/* TLS + join deadline */
 	char metrics[64];		/* "IP:PORT" or "off" */
 	char state_file[256];
+	char state[512];		/* "file[:PATH]" or "etcd://IP:PORT,..." */
+	unsigned int state_lease_s;	/* etcd: the leader's lease TTL */
 	char dp_admin[108];
 	char dp_address[16];		/* "" = ask tally-dp */
 	char dp_name[TALLYD_DP_NAME_MAX + 1]; /* dp_admin's dataplane */
@@ -265,6 +267,7 @@ struct tallyd_statefile {
 
 struct tallyd_dpc;
 struct tallyd_http;
+struct tallyd_cluster;
 
 /* One tally-dp that tallyd drives (dps.c). */
 struct tallyd_dp {
@@ -296,6 +299,8 @@ struct tallyd {
 
 	bool state_dirty;		/* memory has changes the file lacks */
 	struct tallyd_statefile sf;
+	struct tallyd_cluster *cl;	/* state in etcd (cluster.h); NULL:
+					 * the state file */
 	volatile int stop;
 };
 

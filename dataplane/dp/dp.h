@@ -131,6 +131,7 @@ struct tally_dp {
 	struct rte_rcu_qsbr *qsbr;
 	unsigned int max_jobs;
 	uint16_t mtu;			/* the port's L3 MTU (port.c) */
+	uint16_t max_mtu;		/* the most the port's pool carries */
 	uint64_t mem_budget;		/* bytes all jobs may hold; 0: any */
 	uint64_t max_job_mem;		/* bytes one job may hold; 0: any */
 	volatile int stop;
@@ -163,7 +164,8 @@ int tally_dp_lcore_main(void *arg);
 /* One pass of the loop; returns the frames taken. */
 uint16_t tally_dp_lcore_poll(struct tally_dp_lcore *lc);
 
-/* port.c: configures and starts the port; fills dp->self.mac. */
+/* port.c: configures and starts the port; fills dp->self.mac, dp->mtu
+ * and dp->max_mtu; -EMSGSIZE when mtu is over dp->max_mtu (af_xdp). */
 int tally_dp_port_init(struct tally_dp *dp, unsigned int nb_mbufs,
 	uint16_t mtu);
 void tally_dp_port_close(struct tally_dp *dp);
@@ -177,6 +179,9 @@ void tally_dp_port_close(struct tally_dp *dp);
 struct rte_mempool *tally_dp_xdp_pool_create(const char *name,
 	unsigned int n, unsigned int cache, uint16_t room, int socket);
 int tally_dp_xdp_pool_check(struct rte_mempool *mp, unsigned int *outside);
+/* The kernel's XDP_PACKET_HEADROOM: af_xdp receives this far into a room. */
+#define TALLY_DP_XDP_HEADROOM	256u
+uint16_t tally_dp_xdp_max_mtu(struct rte_mempool *mp);
 
 /* jobs.c: the control side of the job table. */
 int tally_dp_jobs_init(struct tally_dp *dp);

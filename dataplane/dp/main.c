@@ -65,7 +65,8 @@ usage(FILE *f)
 "  --admin PATH       admin socket (default /run/tally/dp.sock)\n"
 "  --idle-us N        sleep N us after a run of empty polls; 0 busy-polls\n"
 "                     (default 0)\n"
-"  --mtu N            port MTU, 68..9600 (default 1500)\n"
+"  --mtu N            port MTU, 68..9600 (default 1500; at most\n"
+"                     3506 on net_af_xdp)\n"
 "  --mbufs N          mbufs in each pool (default 16383; 65535 on\n"
 "                     net_af_xdp, whose sent frames keep their buffers\n"
 "                     until the receiver has taken them)\n"
@@ -333,9 +334,12 @@ announce_icrc(void)
 		crc ^= tally_crc32(buf, sizeof(buf));
 	t1 = rte_get_tsc_cycles();
 	DP_LOG(INFO, "RoCEv2: UD QPNs %#x..%#x on UDP %d, P_Key %#x, path "
-		"MTU %u; ICRC by rte_net_crc %s, %.1f GB/s", dp.self.qpn_base,
+		"MTU %u; ICRC by %s%s%s, %.1f GB/s", dp.self.qpn_base,
 		dp.self.qpn_base + dp.nworkers - 1, TALLY_ROCE_UDP_PORT,
-		TALLY_ROCE_PKEY_FULL, tally_roce_pmtu(dp.mtu), path,
+		TALLY_ROCE_PKEY_FULL, tally_roce_pmtu(dp.mtu),
+		strcmp(path, "clmul4") == 0 ? "" : "rte_net_crc ", path,
+		strcmp(path, "clmul4") == 0 ? " (four-lane PCLMULQDQ "
+		"folding; rte_net_crc sse42 under 64 bytes)" : "",
 		t1 > t0 ? 16.0 * sizeof(buf) * (double)rte_get_tsc_hz() /
 		(double)(t1 - t0) / 1e9 : 0.0);
 }
@@ -433,6 +437,13 @@ main(int argc, char **argv)
 	}
 	afd = open_admin(o.admin);
 	ret = tally_dp_port_init(&dp, (unsigned int)o.mbufs, (uint16_t)o.mtu);
+	if (ret == -EMSGSIZE)
+		rte_exit(1, "--mtu %lu: port %u (net_af_xdp) carries at most "
+			"MTU %u (a 4 KiB mbuf's data room less %u bytes of "
+			"mbuf and %u of XDP headroom); give --mtu %u or less, "
+			"or use net_pcap or a NIC for larger frames\n", o.mtu,
+			dp.port_id, dp.max_mtu, RTE_PKTMBUF_HEADROOM,
+			TALLY_DP_XDP_HEADROOM, dp.max_mtu);
 	if (ret != 0)
 		rte_exit(1, "port %u: %s\n", dp.port_id, strerror(-ret));
 	if (setup_queues() != 0 || tally_dp_jobs_init(&dp) != 0)

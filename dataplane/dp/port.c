@@ -96,15 +96,22 @@ make_pools(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu, int xdp)
 		room = RTE_MBUF_DEFAULT_BUF_SIZE;
 	if (socket < 0)
 		socket = (int)rte_socket_id();
-	/* net_af_xdp hands the kernel every mbuf: xdp_pool.c says why. */
+	/* net_af_xdp hands the kernel every mbuf: xdp_pool.c says why. Its
+	 * mbufs have the room of a 4 KiB frame, whatever the MTU; what
+	 * that room carries bounds the MTU (-EMSGSIZE above). */
 	if (xdp)
 		dp->pool = tally_dp_xdp_pool_create("tally_mbufs", nb_mbufs,
-			POOL_CACHE, (uint16_t)room, socket);
+			POOL_CACHE, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
 	else
 		dp->pool = rte_pktmbuf_pool_create("tally_mbufs", nb_mbufs,
 			POOL_CACHE, 0, (uint16_t)room, socket);
 	if (dp->pool == NULL)
 		return -rte_errno;
+	if (xdp) {
+		dp->max_mtu = tally_dp_xdp_max_mtu(dp->pool);
+		if (mtu > dp->max_mtu)
+			return -EMSGSIZE;
+	}
 	if (!dp->tx_chains) {
 		dp->hdr_pool = dp->pool;
 		return 0;
@@ -129,6 +136,7 @@ tally_dp_port_init(struct tally_dp *dp, unsigned int nb_mbufs, uint16_t mtu)
 	ret = rte_eth_dev_info_get(dp->port_id, &info);
 	if (ret != 0)
 		return ret;
+	dp->max_mtu = info.max_mtu;
 	if (info.max_tx_queues < dp->nworkers)
 		return -EINVAL;
 	/* Results are chains (headers, then a clone of the shared body);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <rte_errno.h>
+#include <rte_ether.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_memzone.h>
@@ -166,4 +167,24 @@ fail:
 	rte_errno = err;
 	errno = err;
 	return NULL;
+}
+
+/*
+ * The largest L3 MTU a net_af_xdp port whose rx pool is mp receives
+ * whole: DPDK 22.11's driver has the kernel write a frame 256 bytes
+ * (XDP_PACKET_HEADROOM) past the mbuf's own headroom, so a frame gets
+ * the data room less both; the kernel drops a longer one without a word
+ * (and a veth refuses XDP when its peer's MTU is over the same bound).
+ * With 4 KiB objects that is 3,520-byte frames, MTU 3506. The driver's
+ * own max_mtu assumes a smaller object header and is 36 bytes too high.
+ * Borrows mp; 0 when the room holds no Ethernet header.
+ */
+uint16_t
+tally_dp_xdp_max_mtu(struct rte_mempool *mp)
+{
+	unsigned int room = rte_pktmbuf_data_room_size(mp);
+	unsigned int lost = RTE_PKTMBUF_HEADROOM + TALLY_DP_XDP_HEADROOM +
+		RTE_ETHER_HDR_LEN;
+
+	return room > lost ? (uint16_t)(room - lost) : 0;
 }

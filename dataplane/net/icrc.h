@@ -22,17 +22,18 @@
 /*
  * Asks rte_net_crc for its fastest path (call after rte_eal_init(): the
  * vector paths depend on the EAL's SIMD width, and before it rte_net_crc
- * stays scalar for good). Returns the path's name ("avx512", "sse42",
+ * stays scalar for good), and turns tally's four-lane folding on where
+ * that path is sse42. Returns the path's name ("clmul4", "sse42",
  * "neon" or "scalar"), a constant string, for the start-up log.
  */
 const char *tally_icrc_init(void);
 
-/* The CRC-32 of len bytes at p (borrowed). */
-static inline uint32_t
-tally_crc32(const void *p, uint32_t len)
-{
-	return rte_net_crc_calc(p, len, RTE_NET_CRC32_ETH);
-}
+/*
+ * The CRC-32 of len bytes at p (borrowed): 64 bytes and more by four
+ * lanes of carry-less folding (64 bytes a step) where tally_icrc_init()
+ * chose "clmul4", rte_net_crc otherwise (one lane, 16 bytes a step).
+ */
+uint32_t tally_crc32(const void *p, uint32_t len);
 
 /* a times b modulo the CRC polynomial, both in the reflected form. */
 uint32_t tally_crc32_mul(uint32_t a, uint32_t b);

@@ -144,6 +144,37 @@ tally_roce_icrc_ok(struct rte_mbuf *m)
 	return tally_icrc_ipv4(ip, tlen) == want;
 }
 
+/*
+ * CRC-32 of MASKED_LEN (56) zero bytes, zlib.crc32(bytes(56)): what
+ * linearity leaves over. A constant, not computed at load time: a CRC
+ * taken before rte_eal_init() would ask rte_net_crc for a path too soon.
+ */
+#define CRC_ZEROS	0xd3c8a549u
+_Static_assert(MASKED_LEN == 56, "CRC_ZEROS is the CRC of 56 zero bytes");
+
+/*
+ * The ICRC's view (icrc.h) of the headers at hdr (TALLY_ROCE_HDRS_LEN
+ * bytes from Ethernet), into masked (MASKED_LEN bytes): the LRH's place,
+ * TOS, TTL, the IPv4 and UDP checksums and BTH byte 4 set to ones (ones
+ * 0xff), or to zeros (ones 0) for the part of a round's fields alone.
+ * Returns masked.
+ */
+static uint8_t *
+mask_headers(uint8_t *masked, const uint8_t *hdr, uint8_t ones)
+{
+	memset(masked, ones, TALLY_ICRC_LRH_LEN);
+	memcpy(masked + TALLY_ICRC_LRH_LEN, hdr + OFF_IP,
+		TALLY_ROCE_HDRS_LEN - ETH_LEN);
+	masked[TALLY_ICRC_LRH_LEN + 1] = ones;		/* TOS */
+	masked[TALLY_ICRC_LRH_LEN + 8] = ones;		/* TTL */
+	masked[TALLY_ICRC_LRH_LEN + 10] = ones;		/* IPv4 sum */
+	masked[TALLY_ICRC_LRH_LEN + 11] = ones;
+	masked[TALLY_ICRC_LRH_LEN + 26] = ones;		/* UDP sum */
+	masked[TALLY_ICRC_LRH_LEN + 27] = ones;
+	masked[TALLY_ICRC_LRH_LEN + 32] = ones;		/* BTH byte 4 */
+	return masked;
+}
+
 /* Borrows self. The fields that vary by frame stay 0 (roce.h). */
 void
 tally_roce_tmpl_init(struct tally_roce_tmpl *t,
@@ -154,6 +185,7 @@ tally_roce_tmpl_init(struct tally_roce_tmpl *t,
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
 	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
 	uint8_t *bth = t->hdr + OFF_BTH, *deth = t->hdr + OFF_DETH;
+	uint8_t masked[MASKED_LEN];
 
 	memset(t, 0, sizeof(*t));
 	rte_ether_addr_copy(&self->mac, &eth->src_addr);
@@ -171,6 +203,7 @@ tally_roce_tmpl_init(struct tally_roce_tmpl *t,
 	st_be32(bth + TALLY_ROCE_BTH_DQPN, dst_qpn & TALLY_ROCE_QPN_MAX);
 	st_be32(deth + TALLY_ROCE_DETH_QKEY, qkey);
 	t->ip_sum = rte_raw_cksum(ip, sizeof(*ip));
+	t->hcrc = tally_crc32(mask_headers(masked, t->hdr, 0xff), MASKED_LEN);
 }
 
 static inline uint32_t
@@ -222,8 +255,41 @@ struct round {
 	uint8_t bth1;		/* PadCnt */
 	uint32_t src_qpn;
 	uint32_t crc;		/* the message's CRC */
+	uint32_t hcrc;		/* the round's part of a header CRC */
 	uint32_t xpow;		/* x^(8 message bytes) */
 };
+
+/*
+ * Writes the fields of a round (what a template leaves 0) into p, a
+ * frame's headers (TALLY_ROCE_HDRS_LEN bytes) with those fields 0.
+ */
+static void
+put_round(uint8_t *p, const struct round *rd)
+{
+	st16(p + OFF_IP + offsetof(struct rte_ipv4_hdr, total_length),
+		rd->ip_len);
+	st16(p + OFF_UDP, rd->sport);
+	st16(p + OFF_UDP + offsetof(struct rte_udp_hdr, dgram_len),
+		rd->udp_len);
+	p[OFF_BTH + TALLY_ROCE_BTH_FLAGS] = rd->bth1;
+	st_be32(p + OFF_DETH + TALLY_ROCE_DETH_SQPN, rd->src_qpn);
+}
+
+/*
+ * rd->hcrc: the CRC of a round's fields alone (all else 0) plus that of
+ * zeros. The CRC is linear: a destination's header CRC is its template's
+ * (hcrc) plus this, as the fields lie where the template has zeros, so
+ * no header is read to make a destination's ICRC.
+ */
+static void
+round_hcrc(struct round *rd)
+{
+	uint8_t hdr[TALLY_ROCE_HDRS_LEN] = { 0 }, masked[MASKED_LEN];
+
+	put_round(hdr, rd);
+	rd->hcrc = tally_crc32(mask_headers(masked, hdr, 0), MASKED_LEN) ^
+		CRC_ZEROS;
+}
 
 /*
  * Writes destination d's headers at p (TALLY_ROCE_HDRS_LEN bytes) and
@@ -233,32 +299,13 @@ static uint32_t
 put_headers(uint8_t *p, const struct round *rd, const struct tally_roce_dst *d)
 {
 	const struct tally_roce_tmpl *t = d->tmpl;
-	uint8_t masked[MASKED_LEN];
 
 	memcpy(p, t->hdr, TALLY_ROCE_HDRS_LEN);
 	memcpy(p, d->mac, RTE_ETHER_ADDR_LEN);
-	st16(p + OFF_IP + offsetof(struct rte_ipv4_hdr, total_length),
-		rd->ip_len);
+	put_round(p, rd);
 	st16(p + OFF_IP + offsetof(struct rte_ipv4_hdr, hdr_checksum),
 		(uint16_t)~fold(t->ip_sum + rd->ip_len));
-	st16(p + OFF_UDP, rd->sport);
-	st16(p + OFF_UDP + offsetof(struct rte_udp_hdr, dgram_len),
-		rd->udp_len);
-	p[OFF_BTH + TALLY_ROCE_BTH_FLAGS] = rd->bth1;
-	st_be32(p + OFF_DETH + TALLY_ROCE_DETH_SQPN, rd->src_qpn);
-	/* The ICRC's view of the same headers (icrc.h). */
-	memset(masked, 0xff, TALLY_ICRC_LRH_LEN);
-	memcpy(masked + TALLY_ICRC_LRH_LEN, p + OFF_IP,
-		TALLY_ROCE_HDRS_LEN - ETH_LEN);
-	masked[TALLY_ICRC_LRH_LEN + 1] = 0xff;		/* TOS */
-	masked[TALLY_ICRC_LRH_LEN + 8] = 0xff;		/* TTL */
-	masked[TALLY_ICRC_LRH_LEN + 10] = 0xff;		/* IPv4 checksum */
-	masked[TALLY_ICRC_LRH_LEN + 11] = 0xff;
-	masked[TALLY_ICRC_LRH_LEN + 26] = 0xff;		/* UDP checksum */
-	masked[TALLY_ICRC_LRH_LEN + 27] = 0xff;
-	masked[TALLY_ICRC_LRH_LEN + 32] = 0xff;		/* BTH byte 4 */
-	return tally_crc32_shift(tally_crc32(masked, MASKED_LEN), rd->crc,
-		rd->xpow);
+	return tally_crc32_shift(t->hcrc ^ rd->hcrc, rd->crc, rd->xpow);
 }
 
 static inline void
@@ -327,6 +374,7 @@ tally_roce_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
 	rd.src_qpn = src_qpn & TALLY_ROCE_QPN_MAX;
 	rd.crc = crc;
 	rd.xpow = tally_crc32_xpow(blen);
+	round_hcrc(&rd);
 	if (nc > 0) {
 		ret = -ENOBUFS;
 		if (unlikely(rte_pktmbuf_alloc_bulk(pool, m, 3 * nc) != 0))

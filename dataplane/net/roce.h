@@ -102,7 +102,10 @@ struct tally_roce_tmpl {
 	uint8_t hdr[TALLY_ROCE_HDRS_LEN];
 	uint16_t pad_;
 	uint32_t ip_sum;	/* raw sum of the IPv4 header in hdr */
-};	/* 68 bytes, not cache-aligned: a job holds 64 of them */
+	uint32_t hcrc;		/* CRC-32 of hdr as the ICRC sees it (its
+				   masked fields all ones, 8 bytes of LRH
+				   before), the varying fields 0 */
+};	/* 72 bytes, not cache-aligned: a job holds 64 of them */
 
 void tally_roce_tmpl_init(struct tally_roce_tmpl *t,
 	const struct tally_net_self *self, rte_be32_t dst_ip, uint32_t dst_qpn,

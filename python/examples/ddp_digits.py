@@ -13,6 +13,10 @@ starts them:
     export RANK=0 WORLD_SIZE=4 MASTER_ADDR=10.77.0.11 MASTER_PORT=29500
     /usr/bin/python3 ddp_digits.py tally://10.77.0.254:7470/digits
 
+With --backend tally the process group itself is tally's
+(dist.init_process_group("tally"), tally.backend) and DDP needs no hook:
+the one-word change of docs/training.md, "The tally backend".
+
 It prints, on rank 0, a line an epoch ("epoch 1: loss 1.2345, test
 accuracy 0.8123") and, on every rank, tally's counters at the end. An
 error (of tally, of tallyd, of DDP) is printed and the process exits 1.
@@ -54,6 +58,9 @@ def train():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--backend", choices=("gloo", "tally"), default="gloo",
+                    help="the process group: gloo with tally's hook "
+                    "(default), or tally's own (no hook)")
     a = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -61,8 +68,16 @@ def train():
     # job) then fails on every rank alike, before gloo's rendezvous. The
     # token comes from $TALLY_TOKEN or the file $TALLY_TOKEN_FILE (never
     # the command line), tallyd's CA from $TALLY_CA or the URL's ?ca=.
-    ctx = tally.open(a.url, rank=rank, world=world)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if a.backend == "tally":
+        # One word: tally is the process group (its job: the URL here,
+        # else $TALLY_URL); DDP's allreduces go through it, no hook.
+        dist.init_process_group("tally", rank=rank, world_size=world,
+                                pg_options={"url": a.url})
+        pg = dist.group.WORLD
+        ctx = pg.ctx
+    else:
+        ctx = tally.open(a.url, rank=rank, world=world)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     if rank == 0:
         print("tally job %s: codec %s, world %d" % (a.url,
               ctx.info()["codec"], world), flush=True)
@@ -72,8 +87,10 @@ def train():
                           nn.Linear(a.hidden, a.hidden), nn.ReLU(),
                           nn.Linear(a.hidden, 10))
     ddp = DDP(model)
-    hook = tally.torch.HookState(ctx)
-    ddp.register_comm_hook(hook, tally.torch.allreduce_hook)
+    hook = None
+    if a.backend == "gloo":
+        hook = tally.torch.HookState(ctx)
+        ddp.register_comm_hook(hook, tally.torch.allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
 
     xtr, ytr, xte, yte = data(rank, world)
@@ -100,11 +117,16 @@ def train():
             print("epoch %d: loss %.4f, test accuracy %.4f"
                   % (epoch, total[0] / total[1], acc), flush=True)
     s = ctx.stats()
+    if hook is not None:
+        buckets, errors = hook.buckets, hook.errors
+        hook.close()
+        ctx.close()
+    else:  # the group's allreduces through tally (DDP's buckets, ...)
+        buckets, errors = pg.routes["tally allreduce"], pg.errors
+        pg.close()
     print("rank %d: %d buckets, %d packets, %d retransmits, %d errors"
-          % (rank, hook.buckets, s["packets_sent"], s["retransmits"],
-             hook.errors), flush=True)
-    hook.close()
-    ctx.close()
+          % (rank, buckets, s["packets_sent"], s["retransmits"], errors),
+          flush=True)
 
 
 def main():

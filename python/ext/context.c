@@ -420,6 +420,24 @@ ctx_info(struct ext_ctx *c, PyObject *unused)
 	return d;
 }
 
+/*
+ * Sets the counters of why retransmissions went and of gaps (struct
+ * tally_ctx_stats: rack, probes, timeouts, spurious, tp_errors,
+ * gap_nacks, result_gaps, gap_resends) in d. Returns 0 or -1.
+ */
+static int
+stats_retx(PyObject *d, const struct tally_ctx_stats *s)
+{
+	return set_u64(d, "rack", s->rack) ||
+		set_u64(d, "probes", s->probes) ||
+		set_u64(d, "timeouts", s->timeouts) ||
+		set_u64(d, "spurious", s->spurious) ||
+		set_u64(d, "tp_errors", s->tp_errors) ||
+		set_u64(d, "gap_nacks", s->gap_nacks) ||
+		set_u64(d, "result_gaps", s->result_gaps) ||
+		set_u64(d, "gap_resends", s->gap_resends) ? -1 : 0;
+}
+
 /* Context.stats() -> dict: tally_ctx_stats() by name. */
 static PyObject *
 ctx_stats(struct ext_ctx *c, PyObject *unused)
@@ -449,7 +467,8 @@ ctx_stats(struct ext_ctx *c, PyObject *unused)
 			set_u64(d, "cuda_segments", s.cuda_segments) ||
 			set_u64(d, "cuda_staged_bytes", s.cuda_staged_bytes) ||
 			set_u64(d, "cuda_wait_ns", s.cuda_wait_ns) ||
-			set_u64(d, "cuda_net_ns", s.cuda_net_ns)) {
+			set_u64(d, "cuda_net_ns", s.cuda_net_ns) ||
+			stats_retx(d, &s)) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -525,7 +544,10 @@ static PyMethodDef ctx_methods[] = {
 		"cuda_staging, lanes_bf16 and lanes_f16 (the wire lanes those "
 		"types' sums take)." },
 	{ "stats", (PyCFunction)ctx_stats, METH_NOARGS,
-		"stats() -> dict: the context's counters (tally_ctx_stats)." },
+		"stats() -> dict: the context's counters (tally_ctx_stats): "
+		"packets_sent, retransmits and why they went (rack, probes, "
+		"timeouts; spurious ones), gaps (gap_nacks, result_gaps, "
+		"gap_resends), tp_errors, ..." },
 	{ "close", (PyCFunction)ctx_close, METH_NOARGS,
 		"close(): closes the context; later calls raise EBADF." },
 	{ NULL, NULL, 0, NULL },

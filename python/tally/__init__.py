@@ -333,7 +333,13 @@ class Context:
     def stats(self):
         """The context's counters (tally_ctx_stats): packets_sent,
         retransmits, results, duplicates, nacks, bytes_sent,
-        bytes_received, bundled, stale, forged; for CUDA tensors
+        bytes_received, bundled, stale, forged; why retransmissions went:
+        rack (a later chunk was answered first), probes (tail probes),
+        timeouts (the timer), and spurious (needless ones); gaps
+        (docs/protocol.md "Gaps"): gap_nacks (the dataplane saw this
+        rank's frames lost), result_gaps (results lost on the way back),
+        gap_resends (retransmissions those asked for); tp_errors (the
+        transport's failures that ended the context); for CUDA tensors
         cuda_calls, cuda_segments, cuda_staged_bytes, cuda_wait_ns (the
         host waiting for the GPU's encoding of a segment: what the double
         buffering did not hide) and cuda_net_ns (segments in the

@@ -50,6 +50,10 @@ with the error itself: backward() raises a RuntimeError whose text is
 the tally.Error's, "[Errno N] <libtally's or tallyd's sentence>", and
 HookState.last_error is that tally.Error (errno, strerror).
 Only the hook may use the context while backward runs.
+
+Importing this module also registers the torch.distributed backend
+"tally" (tally.backend): dist.init_process_group("tally") reduces
+through tally without a hook.
 """
 import errno
 import queue
@@ -59,6 +63,7 @@ import time
 import torch
 
 import tally
+import tally.backend  # noqa: F401 (registers the backend "tally")
 
 __all__ = ["HookState", "allreduce_hook"]
 

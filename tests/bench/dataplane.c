@@ -57,6 +57,7 @@
 #include <tally/proto.h>
 
 #include "dp.h"
+#include "net/icrc.h"
 
 #include "bench.h"
 
@@ -75,6 +76,11 @@
 #define MAX_FRAME_MEM	(512ul << 20)	/* of the EAL's 1 GiB */
 #define PASS_TARGET_NS	200000000u	/* a tally pass: about 0.2 s */
 #define GOAL_RATIO	1.5
+#define READ_GOAL	2.0	/* tally at most 2.0x the read reference */
+/* RoCEv2: the BTH and DETH between UDP and the tally header. */
+#define ROCE_EXTRA	(TALLY_ROCE_BTH_LEN + TALLY_ROCE_DETH_LEN)
+#define MEMBER_QPN(r)	(0x2000u + (r))
+#define ROCE_MAX_ELEMS	((4096u - TALLY_HDR_LEN) / 4)	/* 1014 */
 
 /* How the frames' checksums reach the lcore (--cksum). */
 enum dpb_cksum {
@@ -99,6 +105,8 @@ struct dpb_opts {
 	int group;	/* results to a multicast group, one a round */
 	int no_refs;	/* skip the reference passes (read, intake) */
 	int auth;	/* an authenticated job: tagged frames */
+	int roce;	/* RoCEv2 UD SEND frames (implies reset) */
+	int cost;	/* the restated cost table: UDP and RoCEv2 */
 	int reset;	/* rounds 0 and 1 again and again, the job's
 			 * slots emptied every other round (implied by
 			 * --auth, whose frames carry tags for those
@@ -125,12 +133,15 @@ struct dpb {
 	struct rte_mbuf **frames;	/* [set][slot][worker] */
 	unsigned int per_set;		/* slots x workers */
 	unsigned int frame_len;
+	unsigned int msg_off;		/* the tally header in a frame */
+	unsigned int pad;		/* RoCEv2 PadCnt */
 	uint16_t mtu;
 	uint64_t round;			/* rounds fed so far: next set */
 	uint32_t *ref;			/* reference sum of one slot */
 	uint8_t *flat;			/* one result frame, flattened */
 	uint64_t *seen;			/* [slot]: members served */
 	struct bench_side side[PASS_KINDS_];	/* by enum pass_kind */
+	const char *icrc_path;		/* rte_net_crc's, for RoCEv2 */
 };
 
 /* Large (the lcore state is cache-aligned): not on the stack. */
@@ -149,6 +160,8 @@ static const struct option long_opts[] = {
 	{ "reset", no_argument, NULL, 'R' },
 	{ "group", no_argument, NULL, 'g' },
 	{ "no-refs", no_argument, NULL, 'n' },
+	{ "roce", no_argument, NULL, 'o' },
+	{ "cost", no_argument, NULL, 'C' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -187,6 +200,12 @@ usage(FILE *f)
 		"  --reset       frames of rounds 0 and 1 only, the job's "
 		"slots emptied\n"
 		"                every other round (compare with --auth)\n"
+		"  --roce        RoCEv2 UD SEND frames (BTH, DETH, ICRC)\n"
+		"                to a RoCE job; implies --reset\n"
+		"  --cost        the cost table: tally and read of UDP and\n"
+		"                RoCEv2 frames of about 1 KiB and 4 KiB of\n"
+		"                payload, one after the other in this run;\n"
+		"                ratio to read and Gbit/s per lcore\n"
 		"  -h, --help    this text\n",
 		TALLY_MAX_WORKERS, MAX_ELEMS, TALLY_DEFAULT_ELEMS,
 		TALLY_MAX_WINDOW, MAX_ROUNDS);
@@ -273,6 +292,10 @@ parse_opts(int argc, char **argv, struct dpb_opts *o)
 			o->auth = o->reset = 1;
 		} else if (c == 'R') {
 			o->reset = 1;
+		} else if (c == 'o') {
+			o->roce = o->reset = 1;
+		} else if (c == 'C') {
+			o->cost = o->reset = 1;
 		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
 			goto bad;
 		}
@@ -287,6 +310,12 @@ parse_opts(int argc, char **argv, struct dpb_opts *o)
 		o->passes = o->quick ? 1 : 5;
 	if (o->rounds == 0 && o->quick)
 		o->rounds = 4;
+	if (o->roce && (o->auth || o->elems > ROCE_MAX_ELEMS)) {
+		fprintf(stderr, "--roce: a plain job's messages of at most "
+			"4096 bytes (--elems %u or fewer, no --auth)\n",
+			ROCE_MAX_ELEMS);
+		goto bad;
+	}
 	if (frame_mem(o) > MAX_FRAME_MEM) {
 		fprintf(stderr, "%zu MiB of frames is more than the %lu MiB "
 			"this bench gives them; lower --slots, --workers or "
@@ -382,9 +411,12 @@ dp_setup(struct dpb *b)
 		.window = (uint16_t)b->o.slots,
 		.max_elems = (uint16_t)b->o.elems,
 		.auth = (uint8_t)b->o.auth,
+		.roce = (uint8_t)b->o.roce,
+		.qkey = TALLY_ROCE_QKEY(JOB_ID),
 	};
+	static unsigned int setups;
 	const char *what;
-	char why[256];
+	char why[256], name[32];
 	int port, ret;
 
 	bench_keys(&conf);
@@ -398,7 +430,9 @@ dp_setup(struct dpb *b)
 		ret = -rte_errno;
 		goto err;
 	}
-	port = rte_eth_from_rings("tally_bench", &b->rx, 1, &b->tx, 1,
+	/* A name of its own: a port once made keeps its name. */
+	snprintf(name, sizeof(name), "tally_bench%u", setups++);
+	port = rte_eth_from_rings(name, &b->rx, 1, &b->tx, 1,
 		rte_socket_id());
 	if (port < 0) {
 		what = "rte_eth_from_rings";
@@ -413,6 +447,7 @@ dp_setup(struct dpb *b)
 	dp->self.ip = rte_cpu_to_be_32(RTE_IPV4(10, 0, 0, 254));
 	dp->self.port = rte_cpu_to_be_16(TALLY_UDP_PORT);
 	dp->self.nports = 1;
+	dp->self.qpn_base = TALLY_ROCE_QPN_BASE;
 	lc->dp = dp;
 	lc->lcore_id = rte_lcore_id();
 	lc->index = 0;
@@ -445,12 +480,16 @@ dp_setup(struct dpb *b)
 		struct rte_ether_addr mac = member_mac(r);
 
 		conf.members[r].ip = member_ip(r);
-		conf.members[r].port = rte_cpu_to_be_16(MEMBER_PORT);
+		conf.members[r].port = b->o.roce ?
+			RTE_BE16(TALLY_ROCE_UDP_PORT) :
+			rte_cpu_to_be_16(MEMBER_PORT);
+		conf.qpn[r] = MEMBER_QPN(r);
 		tally_net_neigh_learn(lc->neigh, member_ip(r), &mac);
 	}
 	if (b->o.group) {
 		conf.group.ip = rte_cpu_to_be_32(GROUP_IP);
-		conf.group.port = rte_cpu_to_be_16(MEMBER_PORT);
+		conf.group.port = b->o.roce ? RTE_BE16(TALLY_ROCE_UDP_PORT) :
+			rte_cpu_to_be_16(MEMBER_PORT);
 	}
 	/* No thread is registered with QSBR: this returns at once. */
 	ret = tally_dp_job_add(dp, &conf, TALLY_ENC_BIT(TALLY_ENC_I32), why,
@@ -466,13 +505,83 @@ err:
 	return -1;
 }
 
+/* CRC-32 (zlib's) by a table of its own: no code of tally-dp's. */
+static uint32_t
+crc32_bench(const uint8_t *p, size_t len)
+{
+	static uint32_t tab[256];
+	uint32_t c = 0xffffffffu;
+
+	if (tab[1] == 0)
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t v = i;
+
+			for (int k = 0; k < 8; k++)
+				v = (v >> 1) ^ (0xedb88320u & (0u - (v & 1)));
+			tab[i] = v;
+		}
+	for (size_t i = 0; i < len; i++)
+		c = tab[(c ^ p[i]) & 0xff] ^ (c >> 8);
+	return ~c;
+}
+
+/*
+ * The ICRC of the flat frame f (Ethernet, IPv4 without options, UDP,
+ * BTH...), as InfiniBand Annex A17 defines it: 8 bytes of 0xff, then the
+ * IPv4 datagram up to its ICRC with TOS, TTL, IPv4 and UDP checksums
+ * and BTH byte 4 as 0xff. buf: scratch of 8 + the datagram's length.
+ */
+static uint32_t
+icrc_bench(const uint8_t *f, uint8_t *buf)
+{
+	const uint8_t *ip = f + sizeof(struct rte_ether_hdr);
+	size_t tlen = (size_t)ip[2] << 8 | ip[3];
+
+	memset(buf, 0xff, 8);
+	memcpy(buf + 8, ip, tlen - TALLY_ROCE_ICRC_LEN);
+	buf[8 + 1] = buf[8 + 8] = buf[8 + 10] = buf[8 + 11] = 0xff;
+	buf[8 + 26] = buf[8 + 27] = 0xff;
+	buf[8 + 28 + 4] = 0xff;
+	return crc32_bench(buf, 8 + tlen - TALLY_ROCE_ICRC_LEN);
+}
+
+/* Big-endian 32 bits at p. */
+static void
+put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Big-endian 32 bits at p. */
+static uint32_t
+get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+		(uint32_t)p[2] << 8 | p[3];
+}
+
+/* A UD SEND's BTH and DETH from member w to tally-dp's first QP at p. */
+static void
+roce_headers(const struct dpb *b, uint8_t *p, unsigned int w)
+{
+	p[0] = TALLY_ROCE_OP_UD_SEND;
+	p[1] = (uint8_t)(b->pad << 4);
+	p[2] = p[3] = 0xff;				/* P_Key */
+	put_be32(p + 4, TALLY_ROCE_QPN_BASE);		/* dest QP */
+	put_be32(p + 8, 0);				/* PSN */
+	put_be32(p + 12, TALLY_ROCE_QKEY(JOB_ID));	/* Q_Key */
+	put_be32(p + 16, MEMBER_QPN(w));		/* source QP */
+}
+
 /* Writes the frame of worker w to set 'set' of slot 'slot' into m. */
 static int
 build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
 	unsigned int slot, unsigned int w, uint64_t *rng)
 {
-	const unsigned int plen = TALLY_HDR_LEN + 4u * b->o.elems +
-		(b->o.auth ? TALLY_TAG_LEN : 0);
+	const unsigned int plen = b->frame_len - HDRS_LEN;
 	struct rte_ether_hdr *eth;
 	struct rte_ipv4_hdr *ip;
 	struct rte_udp_hdr *udp;
@@ -518,6 +627,12 @@ build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
 	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + plen));
 	udp->dgram_cksum = 0;
 	p = (uint8_t *)(udp + 1);
+	if (b->o.roce) {
+		/* RoCEv2: UDP checksum 0, as the NICs send it. */
+		udp->dst_port = RTE_BE16(TALLY_ROCE_UDP_PORT);
+		roce_headers(b, p, w);
+		p += ROCE_EXTRA;
+	}
 	h.round = set;
 	tally_hdr_encode(&h, p);
 	for (unsigned int i = TALLY_HDR_LEN; i < TALLY_HDR_LEN +
@@ -539,6 +654,20 @@ build_frame(struct dpb *b, struct rte_mbuf *m, unsigned int set,
 			return -1;
 		tally_mac_tag(&k, TALLY_MAC_UP, p, p + TALLY_HDR_LEN,
 			4u * b->o.elems, p + TALLY_HDR_LEN + 4u * b->o.elems);
+	}
+	if (b->o.roce) {
+		uint8_t *e = rte_pktmbuf_mtod(m, uint8_t *);
+		uint32_t ic;
+
+		memset(p + plen - ROCE_EXTRA - b->pad - TALLY_ROCE_ICRC_LEN,
+			0, b->pad);
+		ic = icrc_bench(e, b->flat);
+		p += plen - ROCE_EXTRA - TALLY_ROCE_ICRC_LEN;
+		p[0] = (uint8_t)ic;
+		p[1] = (uint8_t)(ic >> 8);
+		p[2] = (uint8_t)(ic >> 16);
+		p[3] = (uint8_t)(ic >> 24);
+		return 0;
 	}
 	/* A real checksum (the lcore verifies it), unless asked not to. */
 	if (b->o.cksum != CKSUM_ZERO)
@@ -1017,7 +1146,7 @@ reference(struct dpb *b, unsigned int set, unsigned int slot)
 	memset(b->ref, 0, b->o.elems * sizeof(*b->ref));
 	for (unsigned int w = 0; w < b->o.workers; w++) {
 		const uint8_t *pl = rte_pktmbuf_mtod_offset(f[w],
-			const uint8_t *, HDRS_LEN + TALLY_HDR_LEN);
+			const uint8_t *, b->msg_off + TALLY_HDR_LEN);
 
 		for (unsigned int i = 0; i < b->o.elems; i++) {
 			uint32_t x;
@@ -1046,6 +1175,47 @@ udp_cksum_ok(const struct rte_ipv4_hdr *ip, const struct rte_udp_hdr *udp)
 } while (0)
 
 /*
+ * The RoCEv2 part of a result frame f (flat) to member r (0 for the
+ * group): UDP to 4791, a UD SEND of the default partition to the
+ * member's QP (the multicast QP for the group) from tally-dp's first QP
+ * with the job's Q_Key, PadCnt as sent, and an ICRC that holds.
+ */
+static int
+check_roce(struct dpb *b, const uint8_t *f, unsigned int r)
+{
+	const uint8_t *u = f + sizeof(struct rte_ether_hdr) +
+		sizeof(struct rte_ipv4_hdr), *bth = u + 8;
+	const unsigned int len = b->frame_len - sizeof(struct rte_ether_hdr) -
+		sizeof(struct rte_ipv4_hdr);
+	const uint8_t *ic = f + b->frame_len - TALLY_ROCE_ICRC_LEN;
+	uint32_t want = b->o.group ? TALLY_ROCE_QPN_MCAST : MEMBER_QPN(r);
+	uint32_t got = (uint32_t)ic[0] | (uint32_t)ic[1] << 8 |
+		(uint32_t)ic[2] << 16 | (uint32_t)ic[3] << 24;
+	static uint8_t scratch[8 + 9600];
+
+	if ((u[2] << 8 | u[3]) != TALLY_ROCE_UDP_PORT ||
+			(unsigned int)(u[4] << 8 | u[5]) != len ||
+			bth[0] != TALLY_ROCE_OP_UD_SEND ||
+			(bth[1] >> 4 & 3) != b->pad ||
+			bth[2] != 0xff || bth[3] != 0xff ||
+			(get_be32(bth + 4) & 0xffffffu) != want ||
+			get_be32(bth + 12) != TALLY_ROCE_QKEY(JOB_ID) ||
+			(get_be32(bth + 16) & 0xffffffu) !=
+				TALLY_ROCE_QPN_BASE) {
+		fprintf(stderr, "tally-bench dataplane: result frame: UDP, "
+			"BTH or DETH wrong (member %u)\n", r);
+		return -1;
+	}
+	/* icrc_bench() masks a copy: the frame stays as it came. */
+	if (icrc_bench(f, scratch) != got) {
+		fprintf(stderr, "tally-bench dataplane: result frame: ICRC "
+			"wrong (member %u)\n", r);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Checks one result frame of a round on set 'set': Ethernet, IPv4 and
  * UDP headers (checksums included) to a member that has not had this
  * slot's result yet, the tally header, and the payload against the sum.
@@ -1058,12 +1228,13 @@ check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 	const struct rte_ether_hdr *eth;
 	const struct rte_ipv4_hdr *ip;
 	const struct rte_udp_hdr *udp;
+	const uint8_t *msg;
 	struct rte_ether_addr mac;
 	struct tally_hdr h = { 0 };
 	unsigned int r;
 
-	if (m->pkt_len != HDRS_LEN + blen)
-		BAD("%u B, expected %u\n", m->pkt_len, HDRS_LEN + blen);
+	if (m->pkt_len != b->frame_len)
+		BAD("%u B, expected %u\n", m->pkt_len, b->frame_len);
 	/* Headers and payload lie in two segments: flatten them. */
 	eth = rte_pktmbuf_read(m, 0, m->pkt_len, b->flat);
 	if (eth == NULL)
@@ -1093,19 +1264,25 @@ check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 	if (ip->version_ihl != RTE_IPV4_VHL_DEF ||
 			rte_raw_cksum(ip, sizeof(*ip)) != 0xffff ||
 			rte_be_to_cpu_16(ip->total_length) !=
-				sizeof(*ip) + sizeof(*udp) + blen ||
+				b->frame_len - sizeof(*eth) ||
 			ip->next_proto_id != IPPROTO_UDP ||
 			ip->src_addr != b->dp.self.ip ||
 			(ip->fragment_offset & RTE_BE16(RTE_IPV4_HDR_MF_FLAG |
 				RTE_IPV4_HDR_OFFSET_MASK)) != 0)
 		BAD("IPv4 header wrong (member %u)\n", r);
-	if (udp->src_port != b->dp.self.port ||
+	msg = (const uint8_t *)(udp + 1);
+	if (b->o.roce) {
+		if (check_roce(b, (const uint8_t *)eth, r) != 0)
+			return -1;
+		msg += ROCE_EXTRA;
+	} else if (udp->src_port != b->dp.self.port ||
 			udp->dst_port != RTE_BE16(MEMBER_PORT) ||
 			rte_be_to_cpu_16(udp->dgram_len) !=
 				sizeof(*udp) + blen ||
-			udp->dgram_cksum == 0 || !udp_cksum_ok(ip, udp))
+			udp->dgram_cksum == 0 || !udp_cksum_ok(ip, udp)) {
 		BAD("UDP header or checksum wrong (member %u)\n", r);
-	if (tally_hdr_decode(udp + 1, blen, &h) != TALLY_ST_OK ||
+	}
+	if (tally_hdr_decode(msg, blen, &h) != TALLY_ST_OK ||
 			h.type != TALLY_PT_SUM_RESULT || h.job != JOB_ID ||
 			h.slot >= b->o.slots ||
 			h.offset != (uint32_t)h.slot * b->o.elems ||
@@ -1124,8 +1301,7 @@ check_result(struct dpb *b, const struct rte_mbuf *m, unsigned int set)
 	for (unsigned int i = 0; i < b->o.elems; i++) {
 		uint32_t got;
 
-		memcpy(&got, (const uint8_t *)(udp + 1) + TALLY_HDR_LEN +
-			4 * i, 4);
+		memcpy(&got, msg + TALLY_HDR_LEN + 4 * i, 4);
 		if (got != b->ref[i])
 			BAD("slot %u set %u member %u: element %u is 0x%08x, "
 				"the sum is 0x%08x\n", h.slot, set, r, i, got,
@@ -1203,6 +1379,22 @@ tally_pass_cb(void *arg, unsigned int rounds, uint64_t *ns)
 }
 
 /*
+ * Whether a run times passes of kind: the cost table only tally and
+ * read; RoCEv2 has no intake reference (its ICRC is the lcore's).
+ */
+static int
+pass_wanted(const struct dpb *b, enum pass_kind kind)
+{
+	if (kind == PASS_TALLY || (kind == PASS_READ && b->o.cost))
+		return 1;
+	if (b->o.cost)
+		return 0;
+	if (kind == PASS_INTAKE && b->o.roce)
+		return 0;
+	return kind == PASS_FLOOR || !b->o.no_refs;
+}
+
+/*
  * Verify, calibrate, alternate timed passes (tally, floor, the
  * references), verify again.
  */
@@ -1216,7 +1408,7 @@ dpb_run(struct dpb *b)
 		return -1;
 	for (unsigned int p = 0; p < b->o.passes; p++)
 		for (int k = 0; k < PASS_KINDS_; k++)
-			if ((k < PASS_READ || !b->o.no_refs) &&
+			if (pass_wanted(b, (enum pass_kind)k) &&
 					timed_pass(b, (enum pass_kind)k) != 0)
 				return -1;
 	if (verify_round(b) != 0 || verify_round(b) != 0)
@@ -1241,6 +1433,19 @@ driver_name(const struct dpb *b)
 			info.driver_name == NULL)
 		return "?";
 	return info.driver_name;
+}
+
+/* Gbit/s of payload and of wire (frame, FCS, preamble, gap) a lcore. */
+static double
+payload_gbit(const struct dpb *b, double ns_pkt)
+{
+	return 32.0 * b->o.elems / ns_pkt;
+}
+
+static double
+wire_gbit(const struct dpb *b, double ns_pkt)
+{
+	return 8.0 * (b->frame_len + RTE_ETHER_CRC_LEN + 20) / ns_pkt;
 }
 
 static void
@@ -1272,35 +1477,44 @@ report_text(const struct dpb *b, const char *cpu)
 		[CKSUM_ZERO] = "UDP 0, IPv4 verified in software",
 	};
 
-	printf("frames:  %u B (Ethernet, IPv4, UDP, tally header, payload), "
-		"%u of them (2 sets x slots x workers); checksums %s "
-		"(--cksum %s)\n\n", b->frame_len, 2 * b->per_set,
-		cksum_what[b->o.cksum], cksum_names[b->o.cksum]);
+	printf("frames:  %u B (Ethernet, IPv4, UDP, %stally header, "
+		"payload%s), %u of them (2 sets x slots x workers); "
+		"checksums %s (--cksum %s)\n\n", b->frame_len,
+		b->o.roce ? "BTH, DETH, " : "", b->o.roce ? ", ICRC" : "",
+		2 * b->per_set, cksum_what[b->o.cksum],
+		cksum_names[b->o.cksum]);
 	printf("%-6s %12s %12s %10s %8s   (per lcore: lcore %u)\n", "side",
 		"frames/s", "elements/s", "ns/frame", "spread",
 		b->lc->lcore_id);
 	bench_print_row("tally", &ft);
 	bench_print_row("floor", &ff);
-	if (!b->o.no_refs) {
+	if (pass_wanted(b, PASS_READ))
 		bench_print_row("read", &fr);
+	if (pass_wanted(b, PASS_INTAKE))
 		bench_print_row("intake", &fi);
-	}
 	printf("\ntally: results sent/s %s (%u per completed round), "
 		"completions/s %s\n",
 		bench_sci(b1, sizeof(b1), rs * per_round(b) / ft.seconds),
 		per_round(b), bench_sci(b2, sizeof(b2), rs / ft.seconds));
 	printf("floor: rx -> tx of the same frames, untouched (no parsing, "
 		"no checksums, no results)\n");
-	if (!b->o.no_refs) {
-		printf("read:   reference, not the floor: the floor with every "
-			"byte of every frame read once (a one's-complement "
-			"sum)\n");
+	if (pass_wanted(b, PASS_INTAKE)) {
 		printf("intake: reference: rx, classification (checksums) "
 			"and the engine, then free; no result built\n");
 		printf("tally - intake: %.1f ns/frame (the results); intake - "
-			"read: %.1f; read - floor: %.1f\n",
-			ft.ns_pkt - fi.ns_pkt, fi.ns_pkt - fr.ns_pkt,
-			fr.ns_pkt - ff.ns_pkt);
+			"read: %.1f\n", ft.ns_pkt - fi.ns_pkt,
+			fi.ns_pkt - fr.ns_pkt);
+	}
+	if (pass_wanted(b, PASS_READ)) {
+		printf("read:   reference: the floor with every byte of every "
+			"frame read once (a one's-complement sum); read - "
+			"floor: %.1f ns/frame\n", fr.ns_pkt - ff.ns_pkt);
+		printf("ratio tally/read: %.2fx (goal <= %.1fx: %s); per "
+			"lcore %.2f Gbit/s of payload, %.2f on the wire\n",
+			ft.seconds / fr.seconds, READ_GOAL, b->o.quick ?
+			"not judged" : ft.seconds / fr.seconds <= READ_GOAL ?
+			"met" : "not met", payload_gbit(b, ft.ns_pkt),
+			wire_gbit(b, ft.ns_pkt));
 	}
 	printf("ratio tally/floor: %.2fx\n", ratio);
 	printf("goal: ratio <= %.1fx: %s\n", GOAL_RATIO,
@@ -1340,17 +1554,188 @@ report_json(const struct dpb *b, const char *cpu)
 		b->dp.tx_chains ? "true" : "false", cksum_names[b->o.cksum]);
 	json_side("tally", &ft);
 	json_side("floor", &ff);
-	if (!b->o.no_refs) {
+	if (pass_wanted(b, PASS_READ)) {
 		printf("\"refs\":{");
 		json_side("read", &fr);
-		json_side("intake", &fi);
+		if (pass_wanted(b, PASS_INTAKE))
+			json_side("intake", &fi);
 		printf("\"note\":\"references, not the floor\"},");
+		printf("\"ratio_read\":%.4f,\"gbit_per_lcore\":%.3f,",
+			ft.seconds / fr.seconds, payload_gbit(b, ft.ns_pkt));
 	}
 	printf("\"results_per_s\":%.4e,\"completions_per_s\":%.4e,"
 		"\"ratio\":%.4f,", rs * per_round(b) / ft.seconds,
 		rs / ft.seconds, ratio);
 	printf("\"goal\":{\"ratio\":%.2f,\"met\":%s}}\n", GOAL_RATIO,
 		b->o.quick ? "null" : ratio <= GOAL_RATIO ? "true" : "false");
+}
+
+/*
+ * b's frame geometry from its options: where the tally header lies, the
+ * frame's length, and an MTU that carries it (for RoCEv2, one whose path
+ * MTU holds the message). 0, or -1 with a message.
+ */
+static int
+geometry(struct dpb *b)
+{
+	unsigned int msg = TALLY_HDR_LEN + 4u * b->o.elems +
+		(b->o.auth ? TALLY_TAG_LEN : 0), p;
+
+	b->per_set = b->o.slots * b->o.workers;
+	b->msg_off = HDRS_LEN + (b->o.roce ? ROCE_EXTRA : 0);
+	b->pad = 0;
+	b->frame_len = b->msg_off + msg;
+	b->mtu = (uint16_t)RTE_MAX(1500u, b->frame_len -
+		(unsigned int)sizeof(struct rte_ether_hdr));
+	if (!b->o.roce)
+		return 0;
+	b->pad = (4 - msg % 4) % 4;
+	b->frame_len += b->pad + TALLY_ROCE_ICRC_LEN;
+	for (p = 256; p < msg && p < 4096; p *= 2)
+		;
+	if (p < msg)	/* parse_opts() refused it */
+		return -1;
+	b->mtu = (uint16_t)RTE_MAX(1500u, p + TALLY_ROCE_IP_OVERHEAD);
+	return 0;
+}
+
+/* EAL, port, job and frames for b's options; run; report unless cost. */
+static int
+run_one(struct dpb *b, const char *cpu)
+{
+	int rc;
+
+	if (geometry(b) != 0)
+		return BENCH_EXIT_USAGE;
+	if (dp_setup(b) != 0 || frames_setup(b) != 0) {
+		teardown(b);
+		return BENCH_EXIT_FAIL;
+	}
+	rc = dpb_run(b);
+	if (rc == 0 && !b->o.cost) {
+		if (b->o.json)
+			report_json(b, cpu);
+		else
+			report_text(b, cpu);
+	} else if (rc != 0) {
+		fprintf(stderr, "tally-bench dataplane: verification failed\n");
+	}
+	teardown(b);
+	return rc == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
+}
+
+/* One row of the cost table, measured. */
+struct cost_row {
+	const char *path;
+	unsigned int payload;	/* bytes of payload a frame */
+	unsigned int frame;	/* bytes a frame, without FCS */
+	double tally_ns, read_ns, spread;
+	double gbit, wire;
+};
+
+/* The cost table's runs: about 1 KiB and 4 KiB of i32 a frame, UDP and
+ * RoCEv2 (a message of the 1024 and 4096-byte path MTUs). */
+static const struct cost_cfg {
+	int roce;
+	unsigned int elems;
+} cost_cfgs[] = {
+	{ 0, 256 }, { 1, 246 }, { 0, 1024 }, { 1, 1014 },
+};
+
+static void
+cost_print(const struct dpb *b, const char *cpu, const struct cost_row *r,
+	unsigned int n)
+{
+	printf("machine: %s, %u cores online\n", cpu, bench_cores_online());
+	printf("params:  workers %u, slots %u, passes %u%s, i32, rounds 0 "
+		"and 1 again (--reset); UDP checksums %s; ICRC by "
+		"%s; 1 worker lcore, bursts of %d, net_ring\n\n",
+		b->o.workers, b->o.slots, b->o.passes,
+		b->o.quick ? " (quick)" : "", cksum_names[b->o.cksum],
+		b->icrc_path, BURST);
+	printf("%-7s %8s %7s %9s %9s %7s %7s %9s %9s\n", "path",
+		"payload", "frame", "tally ns", "read ns", "ratio", "spread",
+		"Gbit/s", "wire Gb/s");
+	for (unsigned int i = 0; i < n; i++)
+		printf("%-7s %8u %7u %9.1f %9.1f %6.2fx %6.1f%% %9.2f %9.2f\n",
+			r[i].path, r[i].payload, r[i].frame, r[i].tally_ns,
+			r[i].read_ns, r[i].tally_ns / r[i].read_ns,
+			100 * r[i].spread, r[i].gbit, r[i].wire);
+	printf("\nratio: tally's ns a frame over read's (the same frames "
+		"forwarded, each byte read once), measured in turn\n");
+	printf("Gbit/s: payload taken a lcore (contributions; results go out "
+		"at the same rate); wire: frames + FCS, preamble and gap\n");
+	for (unsigned int i = 0; i < n; i++)
+		printf("goal: %s %u B: ratio <= %.1fx: %s\n", r[i].path,
+			r[i].payload, READ_GOAL, b->o.quick ? "not judged "
+			"(quick run)" : r[i].tally_ns / r[i].read_ns <=
+			READ_GOAL ? "met" : "not met");
+}
+
+static void
+cost_json(const struct dpb *b, const char *cpu, const struct cost_row *r,
+	unsigned int n)
+{
+	printf("{\"bench\":\"dataplane-cost\",\"machine\":{\"cpu\":");
+	bench_json_string(stdout, cpu);
+	printf(",\"cores\":%u},\"params\":{\"workers\":%u,\"slots\":%u,"
+		"\"passes\":%u,\"quick\":%s,\"icrc\":\"%s\"},\"rows\":[",
+		bench_cores_online(), b->o.workers, b->o.slots, b->o.passes,
+		b->o.quick ? "true" : "false", b->icrc_path);
+	for (unsigned int i = 0; i < n; i++)
+		printf("%s{\"path\":\"%s\",\"payload_bytes\":%u,"
+			"\"frame_bytes\":%u,\"tally_ns\":%.3f,\"read_ns\":"
+			"%.3f,\"ratio\":%.4f,\"gbit_per_lcore\":%.3f,"
+			"\"wire_gbit_per_lcore\":%.3f,\"goal_met\":%s}",
+			i ? "," : "", r[i].path, r[i].payload, r[i].frame,
+			r[i].tally_ns, r[i].read_ns, r[i].tally_ns /
+			r[i].read_ns, r[i].gbit, r[i].wire, b->o.quick ?
+			"null" : r[i].tally_ns / r[i].read_ns <= READ_GOAL ?
+			"true" : "false");
+	printf("],\"goal_ratio\":%.1f}\n", READ_GOAL);
+}
+
+/*
+ * The cost table: each of cost_cfgs in turn in this process (the EAL
+ * up), its tally and read passes alternating, then one table.
+ */
+static int
+cost_table(struct dpb *b, const char *cpu)
+{
+	const struct dpb_opts base = b->o;
+	const char *icrc = b->icrc_path;
+	struct cost_row rows[RTE_DIM(cost_cfgs)];
+	int rc = BENCH_EXIT_OK;
+
+	for (unsigned int i = 0; i < RTE_DIM(cost_cfgs) && rc == 0; i++) {
+		struct bench_figures ft, fr;
+
+		memset(b, 0, sizeof(*b));
+		b->o = base;
+		b->o.elems = cost_cfgs[i].elems;
+		b->o.roce = cost_cfgs[i].roce;
+		b->icrc_path = icrc;
+		rc = run_one(b, cpu);
+		if (rc != 0)
+			break;
+		ft = figures_of(b, &b->side[PASS_TALLY]);
+		fr = figures_of(b, &b->side[PASS_READ]);
+		rows[i] = (struct cost_row){
+			.path = b->o.roce ? "RoCEv2" : "UDP",
+			.payload = 4 * b->o.elems, .frame = b->frame_len,
+			.tally_ns = ft.ns_pkt, .read_ns = fr.ns_pkt,
+			.spread = ft.spread, .gbit = payload_gbit(b, ft.ns_pkt),
+			.wire = wire_gbit(b, ft.ns_pkt),
+		};
+	}
+	if (rc != 0)
+		return rc;
+	b->o = base;
+	if (base.json)
+		cost_json(b, cpu, rows, RTE_DIM(rows));
+	else
+		cost_print(b, cpu, rows, RTE_DIM(rows));
+	return rc;
 }
 
 int
@@ -1363,29 +1748,11 @@ bench_dataplane(int argc, char **argv)
 	rc = parse_opts(argc, argv, &b->o);
 	if (rc != 0)
 		return rc > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
-	b->per_set = b->o.slots * b->o.workers;
-	b->frame_len = HDRS_LEN + TALLY_HDR_LEN + 4u * b->o.elems +
-		(b->o.auth ? TALLY_TAG_LEN : 0);
-	b->mtu = (uint16_t)RTE_MAX(1500u, b->frame_len -
-		(unsigned int)sizeof(struct rte_ether_hdr));
 	if (eal_init() != 0)
 		return BENCH_EXIT_FAIL;
-	if (dp_setup(b) != 0 || frames_setup(b) != 0) {
-		teardown(b);
-		eal_fini();
-		return BENCH_EXIT_FAIL;
-	}
-	rc = dpb_run(b);
-	if (rc == 0) {
-		bench_cpu_model(cpu, sizeof(cpu));
-		if (b->o.json)
-			report_json(b, cpu);
-		else
-			report_text(b, cpu);
-	} else {
-		fprintf(stderr, "tally-bench dataplane: verification failed\n");
-	}
-	teardown(b);
+	b->icrc_path = tally_icrc_init();
+	bench_cpu_model(cpu, sizeof(cpu));
+	rc = b->o.cost ? cost_table(b, cpu) : run_one(b, cpu);
 	eal_fini();
-	return rc == 0 ? BENCH_EXIT_OK : BENCH_EXIT_FAIL;
+	return rc;
 }

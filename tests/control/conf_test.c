@@ -274,6 +274,44 @@ dump_reads_back(void **state)
 	assert_memory_equal(&c, &d, sizeof(c));
 }
 
+/* state: file (default), file:PATH (sets state_file), etcd://...; lease. */
+static void
+state_backends(void **state)
+{
+	static const char *const bad[] = {
+		"state = etcd://", "state = etcd://10.0.0.1",
+		"state = etcd://10.0.0.1:0", "state = etcd://host:2379",
+		"state = etcd://10.0.0.1:2379,", "state = file:",
+		"state = zookeeper://10.0.0.1:2181", "state = FILE",
+		"state = etcd://1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,"
+			"1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,1.1.1.1:9",
+		"state_lease_s = 1", "state_lease_s = 601",
+	};
+	struct tallyd_conf c;
+	uint64_t seen = 0;
+	char why[300];
+
+	(void)state;
+	tallyd_conf_defaults(&c);
+	assert_string_equal(c.state, "file");
+	assert_int_equal(c.state_lease_s, 5);
+	assert_int_equal(tallyd_conf_line(&c, "state = file:/srv/t.json",
+		&seen, why, sizeof(why)), 0);
+	assert_string_equal(c.state_file, "/srv/t.json");
+	seen = 0;
+	assert_int_equal(tallyd_conf_line(&c, "state = etcd://10.0.0.1:2379,"
+		"10.0.0.2:2379", &seen, why, sizeof(why)), 0);
+	assert_string_equal(c.state, "etcd://10.0.0.1:2379,10.0.0.2:2379");
+	assert_int_equal(tallyd_conf_line(&c, "state_lease_s = 2", &seen,
+		why, sizeof(why)), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		seen = 0;
+		assert_int_equal(tallyd_conf_line(&c, bad[i], &seen, why,
+			sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "state"));
+	}
+}
+
 int
 main(void)
 {
@@ -285,6 +323,7 @@ main(void)
 		cmocka_unit_test(check_needs_a_real_group),
 		cmocka_unit_test(dataplane_lines),
 		cmocka_unit_test(dump_reads_back),
+		cmocka_unit_test(state_backends),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

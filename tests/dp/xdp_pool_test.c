@@ -13,7 +13,8 @@
  * tools/bench-training). A plain pktmbuf pool, what tally-dp made before,
  * does not: with 4 KiB pages its objects lie one a page and the upper
  * part of the pool is out of the UMEM. The mbufs keep the data room
- * asked for, and a room that does not fit a frame is refused.
+ * asked for, and a room that does not fit a frame is refused. The MTU
+ * such a pool carries is what the kernel writes into one of its chunks.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,6 +92,30 @@ room_too_big(void **state)
 	assert_int_equal(errno, EINVAL);
 }
 
+/*
+ * The MTU tally-dp allows on af_xdp is what the kernel takes into a
+ * UMEM chunk: the chunk (one object) less the headroom DPDK 22.11's
+ * driver registers (object header, mbuf, private area, mbuf headroom)
+ * less XDP_PACKET_HEADROOM, less the Ethernet header: 3506 here.
+ */
+static void
+max_mtu_is_the_chunk(void **state)
+{
+	struct rte_mempool *mp;
+	unsigned int umem_headroom;
+
+	(void)state;
+	mp = tally_dp_xdp_pool_create("xdp_mtu", 1023, 256, ROOM,
+		SOCKET_ID_ANY);
+	assert_non_null(mp);
+	umem_headroom = mp->header_size + (unsigned int)sizeof(struct rte_mbuf) +
+		rte_pktmbuf_priv_size(mp) + RTE_PKTMBUF_HEADROOM;
+	assert_int_equal(tally_dp_xdp_max_mtu(mp), TALLY_DP_XDP_FRAME -
+		umem_headroom - 256 - RTE_ETHER_HDR_LEN);
+	assert_int_equal(tally_dp_xdp_max_mtu(mp), 3506);
+	rte_mempool_free(mp);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -98,6 +123,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(pools_fit_umem),
 		cmocka_unit_test(plain_pool_does_not),
 		cmocka_unit_test(room_too_big),
+		cmocka_unit_test(max_mtu_is_the_chunk),
 	};
 	int rc;
 

@@ -11,7 +11,8 @@
 # with no error, and the traffic went through tally-dp (its counters and
 # the job's grow by at least what the ranks sent). Runs: the exact
 # codec (fixp) with two seeds, q8 with error feedback (a tally.State a
-# bucket). A rank with a broken token exits 1 with tallyd's EACCES, no
+# bucket), fixp with the process group itself tally's (the backend
+# "tally", no hook). A rank with a broken token exits 1 with tallyd's EACCES, no
 # hang. Afterwards no job is left at tally-dp and no process in the
 # namespaces (tools/testbed removes the namespaces themselves).
 TESTBED_OPTS="-n 4 --host"
@@ -87,11 +88,13 @@ rank_field() {
 		"$WORK/$1.$2"
 }
 
-# train NAME JOB CODEC SEED: creates JOB with CODEC, runs the ranks, and
-# checks what the header says; deletes the job afterwards.
+# train NAME JOB CODEC SEED [example options]: creates JOB with CODEC,
+# runs the ranks, and checks what the header says; deletes the job
+# afterwards.
 train() {
 	local name=$1 job=$2 codec=$3 seed=$4 tok tf rc l1 l2 a2 r
 	local rx0 rx1 sent=0 bad=0 t0 t1 rounds
+	shift 4
 	tctl --json job create "$job" --world 4 --codec "$codec" \
 		>"$WORK/$job.json"
 	ok $? "$name: tallyctl job create $job --codec $codec"
@@ -99,10 +102,12 @@ train() {
 	tf=$(token_file "$tok")
 	rx0=$(dp_counter rx)
 	t0=$(date +%s.%N)
-	ranks "$name" "$job" "$tf" "$seed"
+	ranks "$name" "$job" "$tf" "$seed" "$@"
 	rc=$?
 	t1=$(date +%s.%N)
-	ok $rc "$name: 4 ranks train $EPOCHS epochs through the hook (seed $seed) and exit 0"
+	local via="the hook"
+	[ $# -eq 0 ] || via="$* (no hook)"
+	ok $rc "$name: 4 ranks train $EPOCHS epochs through $via (seed $seed) and exit 0"
 	[ $rc -eq 0 ] || sed 's/^/#   /' "$WORK/$name".* "$WORK/tallyd.log"
 	l1=$(loss "$name" 1)
 	l2=$(loss "$name" "$EPOCHS")
@@ -126,7 +131,7 @@ train() {
 			[ "$e" -eq 0 ] || bad=1
 		sent=$((sent + ${p:-0}))
 	done
-	ok $bad "$name: every rank's hook reduced its buckets through tally, no error"
+	ok $bad "$name: every rank reduced its buckets through tally, no error"
 	rx1=$(dp_counter rx)
 	echo "# $name: tally-dp rx $rx0 -> $rx1, the ranks sent $sent packets"
 	[ "$sent" -gt 0 ] && [ $((rx1 - rx0)) -ge "$sent" ]
@@ -146,6 +151,9 @@ ok $? "tallyd starts (TLS rendezvous)"
 train fixp1 digits fixp 1
 train fixp2 digits2 fixp 2
 train q8ef digits3 q8,ef=1 3
+# The one-word change: init_process_group("tally"), no hook (the job
+# from the URL; the token from TALLY_TOKEN_FILE as above).
+train backend digits4 fixp 4 --backend tally
 
 # A broken token: tallyd refuses the join (EACCES) and every rank exits 1
 # with its sentence, at once rather than at a timeout.

@@ -12,6 +12,15 @@
 #             DDP bucket (the hook deadlocks on gloo with two)
 #   tally     tally.torch.allreduce_hook on a tally job (--url; the token
 #             in TALLY_TOKEN): the job's codec decides what is sent
+#   tally-backend  no hook: the process group itself is tally's
+#             (init_process_group("tally"), the job from --url and
+#             TALLY_TOKEN); DDP's default allreduce goes through tally,
+#             its start (broadcast, allgather) through the group's gloo
+#   tally-sharded  no DDP: the same tally process group, gradients
+#             reduce-scattered in bfloat16 (reduce_scatter_tensor, avg),
+#             each rank steps SGD on its shard of the float32
+#             parameters, which all_gather_into_tensor puts together
+#             again (ZeRO's pattern, what FSDP would do)
 #
 # Same seed, same data: the split is fixed, the seed draws the initial
 # weights and every epoch's order of the training set, so rows of one
@@ -35,7 +44,9 @@ import resource
 import sys
 import time
 
-COMMS = ("gloo", "fp16", "powersgd", "tally")
+COMMS = ("gloo", "fp16", "powersgd", "tally", "tally-backend",
+         "tally-sharded")
+TALLY = ("tally", "tally-backend", "tally-sharded")
 
 
 def parse_args(argv):
@@ -79,9 +90,9 @@ def parse_args(argv):
         ap.error("--epochs, --batch and --hidden must be positive")
     if not a.lr > 0:
         ap.error("--lr must be positive")
-    if (a.comm == "tally") != (a.url is not None):
+    if (a.comm in TALLY) != (a.url is not None):
         ap.error("--url is needed with --comm tally, and only there")
-    if a.comm == "tally" and not os.environ.get("TALLY_TOKEN"):
+    if a.comm in TALLY and not os.environ.get("TALLY_TOKEN"):
         ap.error("--comm tally: put the job's token in TALLY_TOKEN")
     if ":" not in a.master:
         ap.error(f"--master '{a.master}' is not IP:PORT")
@@ -120,6 +131,8 @@ def wrap(torch, dist, a, model):
     ctx is the tally context (None for the torch rows), kept alive by
     the caller for the run."""
     from torch.nn.parallel import DistributedDataParallel as DDP
+    if a.comm == "tally-sharded":
+        return Plain(model), dist.group.WORLD.ctx
     kw = {}
     if a.one_bucket or a.comm == "powersgd":
         # DDP puts its first bucket at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
@@ -128,6 +141,8 @@ def wrap(torch, dist, a, model):
         kw["bucket_cap_mb"] = 1 << 20
     ddp = DDP(model, **kw)
     ctx = None
+    if a.comm == "tally-backend":
+        ctx = dist.group.WORLD.ctx  # the group's own, for its counters
     if a.comm == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -144,6 +159,57 @@ def wrap(torch, dist, a, model):
         ddp.tally_hook = tally.torch.HookState(ctx)
         ddp.register_comm_hook(ddp.tally_hook, tally.torch.allreduce_hook)
     return ddp, ctx
+
+
+class Plain:
+    """A model without DDP, with what train() and evaluate() use of a
+    DDP one (tally-sharded reduces in its optimizer instead)."""
+
+    def __init__(self, model):
+        self.module = model
+
+    def __call__(self, x):
+        return self.module(x)
+
+    def parameters(self):
+        return self.module.parameters()
+
+
+class Sharded:
+    """Sharded data parallelism by hand: SGD with momentum 0.9 on this
+    rank's 1/world of the flat float32 parameters. A step
+    reduce-scatters the flat gradient in bfloat16 (the average), steps
+    the shard, and all-gathers the parameters (float32). inner: the
+    shard's torch optimizer (for the LR schedule)."""
+
+    def __init__(self, torch, dist, params, lr):
+        self.torch, self.dist, self.params = torch, dist, params
+        w, r = dist.get_world_size(), dist.get_rank()
+        self.n = sum(p.numel() for p in params)
+        self.k = -(-self.n // w)  # shard length; the last one padded
+        flat = torch.zeros(self.k * w)
+        flat[:self.n] = torch.cat([p.detach().flatten() for p in params])
+        self.shard = torch.nn.Parameter(flat[r * self.k:(r + 1) * self.k]
+                                        .clone())
+        self.inner = torch.optim.SGD([self.shard], lr=lr, momentum=0.9)
+        self.whole = torch.zeros(self.k * w)
+        self.grads = torch.zeros(self.k * w, dtype=torch.bfloat16)
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        torch, dist = self.torch, self.dist
+        g = torch.cat([p.grad.flatten() for p in self.params])
+        self.grads[:self.n].copy_(g)
+        out = torch.empty(self.k, dtype=torch.bfloat16)
+        dist.reduce_scatter_tensor(out, self.grads, op=dist.ReduceOp.AVG)
+        self.shard.grad = out.float()
+        self.inner.step()
+        dist.all_gather_into_tensor(self.whole, self.shard.detach())
+        torch.nn.utils.vector_to_parameters(self.whole[:self.n],
+                                            self.params)
 
 
 def cpu_seconds():
@@ -166,8 +232,13 @@ def train(torch, dist, a, ddp, data):
     """Runs the epochs. Returns per-epoch lists: this rank's training
     seconds, the test accuracy, the mean training loss (over ranks)."""
     xtr, ytr, xte, yte = data
-    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, a.epochs)
+    if a.comm == "tally-sharded":
+        opt = Sharded(torch, dist, list(ddp.parameters()), a.lr)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt.inner,
+                                                           a.epochs)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, a.epochs)
     per_rank = len(xtr) // a.world // a.batch * a.batch
     secs, accs, losses = [], [], []
     for ep in range(a.epochs):
@@ -203,8 +274,13 @@ def run(a):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
+    backend = "gloo"
+    if a.comm in ("tally-backend", "tally-sharded"):
+        import tally.torch  # noqa: F401 (registers the backend "tally")
+        os.environ["TALLY_URL"] = a.url
+        backend = "tally"
     dist.init_process_group(
-        "gloo", init_method=f"tcp://{a.master}", rank=a.rank,
+        backend, init_method=f"tcp://{a.master}", rank=a.rank,
         world_size=a.world, timeout=datetime.timedelta(seconds=a.timeout))
     data = load_data(torch, a.rank, a.world)
     model = make_model(torch, a.hidden, a.seed)
@@ -240,7 +316,9 @@ def run(a):
             try:
                 out["tally_info"] = ctx.info()
                 out["tally_stats"] = ctx.stats()
-                hs = ddp.tally_hook
+                if a.comm in ("tally-backend", "tally-sharded"):
+                    out["tally_routes"] = dict(dist.group.WORLD.routes)
+                hs = getattr(ddp, "tally_hook", None)
                 # The hook thread's CPU seconds and those in libtally
                 # (rank 0's; older packages lack them).
                 out["tally_hook"] = {k: getattr(hs, k, None) for k in (

@@ -17,6 +17,8 @@ LABELS = {
     "fp16": "gloo + fp16_compress_hook",
     "powersgd": "gloo + PowerSGD hook, rank 4",
     "tally": "tally fixp (dense)",
+    "tally-backend": "tally backend, no hook",
+    "tally-sharded": "tally sharded (bf16 grads)",
     "tally-q8": "tally q8 + EF (narrow)",
     "tally-q4": "tally q4 + EF (narrow)",
     "tally-sparse": "tally block-sparse 1% + EF",
@@ -24,7 +26,8 @@ LABELS = {
 }
 TORCH = ("gloo", "fp16", "powersgd")
 # The torch row of the same kind of compression; None: the fastest.
-KIND = {"tally": "gloo", "tally-q8": "fp16", "tally-q4": "fp16",
+KIND = {"tally": "gloo", "tally-backend": "gloo", "tally-sharded": "gloo",
+        "tally-q8": "fp16", "tally-q4": "fp16",
         "tally-powersgd": "powersgd", "tally-sparse": None}
 
 
