@@ -162,6 +162,7 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 				(strcmp(k, "group") == 0 ||
 				 strcmp(k, "codec") == 0 ||
 				 strcmp(k, "rdma") == 0 ||
+				 strcmp(k, "shards") == 0 ||
 				 strcmp(k, "auth") == 0)) ||
 				(op == TALLY_RDV_MEMBER && strcmp(k, "qpn") == 0) ||
 				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0))
@@ -244,6 +245,46 @@ parse_rdma(json_t *r, struct tally_rdv_msg *m, char *why, size_t wlen)
 	return 0;
 }
 
+/*
+ * PARAMS' optional "shards": [{"ip", "port", "nports"}, ...], 2..8
+ * dataplanes of a sharded job, slot s at shards[s % n]; the first is
+ * the one dp_ip, dp_port and dp_nports name. Absent: one dataplane.
+ */
+static int
+parse_shards(json_t *a, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	json_t *x;
+	size_t i;
+
+	if (a == NULL)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) < 2 ||
+			json_array_size(a) > TALLY_RDV_MAX_SHARDS)
+		return fail(why, wlen, "'shards' must list 2..%d dataplanes",
+			TALLY_RDV_MAX_SHARDS);
+	json_array_foreach(a, i, x) {
+		struct tally_rdv_shard *sh = &m->shards[i];
+		unsigned long port = 0, nports = 0;
+
+		if (!json_is_object(x) || json_object_size(x) != 3 ||
+				get_ip(x, "ip", 0, &sh->ip, why, wlen) ||
+				get_uint(x, "port", 1, 65535, &port, why,
+					wlen) ||
+				get_uint(x, "nports", 1, 65535, &nports, why,
+					wlen) || port + nports - 1 > 65535)
+			return fail(why, wlen, "'shards' entries are {\"ip\", "
+				"\"port\", \"nports\"} within 1..65535");
+		sh->port = (uint16_t)port;
+		sh->nports = (uint16_t)nports;
+	}
+	if (m->shards[0].ip != m->dp_ip || m->shards[0].port != m->dp_port ||
+			m->shards[0].nports != m->dp_nports)
+		return fail(why, wlen, "'shards' must start with dp_ip's "
+			"dataplane");
+	m->nshards = (uint16_t)i;
+	return 0;
+}
+
 static int
 parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
@@ -287,6 +328,10 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	m->max_elems = (uint16_t)elems;
 	m->narrow = json_is_true(narrow);
 	m->auth = json_is_true(json_object_get(o, "auth"));
+	if (parse_shards(json_object_get(o, "shards"), m, why, wlen) != 0)
+		return -EPROTO;
+	if (m->nshards > 0 && json_object_get(o, "rdma") != NULL)
+		return fail(why, wlen, "'shards' and 'rdma' do not go together");
 	return parse_rdma(json_object_get(o, "rdma"), m, why, wlen);
 }
 
@@ -475,6 +520,31 @@ params_rdma(const struct tally_rdv_msg *m, json_t *o)
 		"qpns", qpns, "qkey", (json_int_t)m->qkey));
 }
 
+/* PARAMS' "shards" into o, from m: 0, or -1 for what parse_shards refuses. */
+static int
+params_shards(const struct tally_rdv_msg *m, json_t *o)
+{
+	const struct tally_rdv_shard *sh = m->shards;
+	json_t *a;
+
+	if (m->nshards < 2 || m->nshards > TALLY_RDV_MAX_SHARDS || m->rdma ||
+			sh[0].ip != m->dp_ip || sh[0].port != m->dp_port ||
+			sh[0].nports != m->dp_nports)
+		return -1;
+	a = json_array();
+	for (unsigned int i = 0; a != NULL && i < m->nshards; i++) {
+		if (sh[i].ip == 0 || sh[i].port == 0 || sh[i].nports == 0 ||
+				sh[i].port + sh[i].nports - 1 > 65535) {
+			json_decref(a);
+			return -1;
+		}
+		json_array_append_new(a, json_pack("{s:o, s:i, s:i}", "ip",
+			ip_json(sh[i].ip), "port", sh[i].port, "nports",
+			sh[i].nports));
+	}
+	return json_object_set_new(o, "shards", a);
+}
+
 static json_t *
 build(const struct tally_rdv_msg *m)
 {
@@ -514,6 +584,10 @@ build(const struct tally_rdv_msg *m)
 			json_object_set_new(o, "codec", json_string(m->codec));
 		}
 		if (o != NULL && m->rdma && params_rdma(m, o) != 0) {
+			json_decref(o);
+			return NULL;
+		}
+		if (o != NULL && m->nshards != 0 && params_shards(m, o) != 0) {
 			json_decref(o);
 			return NULL;
 		}

@@ -21,6 +21,7 @@
 #define TALLY_RDV_TOKEN_HEX	64	/* a job token: 32 bytes as hex */
 #define TALLY_RDV_ERROR_MAX	255
 #define TALLY_RDV_MAX_QPNS	64	/* dataplane QPNs in PARAMS' "rdma" */
+#define TALLY_RDV_MAX_SHARDS	8	/* dataplanes in PARAMS' "shards" */
 
 enum tally_rdv_op {
 	TALLY_RDV_JOIN = 1,	/* worker: job, token, rank, world */
@@ -28,6 +29,13 @@ enum tally_rdv_op {
 	TALLY_RDV_MEMBER,	/* worker: its UDP source address */
 	TALLY_RDV_READY,	/* tallyd: the membership is complete */
 	TALLY_RDV_ERROR,	/* tallyd: errno and a sentence; then closes */
+};
+
+/* One dataplane of a sharded job (PARAMS' "shards"). */
+struct tally_rdv_shard {
+	uint32_t ip;
+	uint16_t port;		/* its first UDP port */
+	uint16_t nports;	/* ports in its range */
 };
 
 /*
@@ -60,6 +68,11 @@ struct tally_rdv_msg {
 	uint16_t nqpns;		/* the dataplane's QPNs, 1..64 */
 	uint32_t qpns[TALLY_RDV_MAX_QPNS]; /* slot s to qpns[s % nqpns] */
 	uint32_t qkey;		/* the job's Q_Key, high bit clear */
+	uint16_t nshards;	/* a sharded job (optional "shards": 2..8
+				 * dataplanes, the first dp_ip's): slot s
+				 * goes to shards[s % nshards]; 0: none,
+				 * dp_ip alone */
+	struct tally_rdv_shard shards[TALLY_RDV_MAX_SHARDS];
 
 	/* MEMBER */
 	uint32_t ip;

@@ -27,6 +27,15 @@ struct tallyd_job;
 #define TALLYD_KEY_EPOCH	TALLYD_KEY_PREFIX "next_epoch"
 #define TALLYD_KEY_DPS		TALLYD_KEY_PREFIX "dataplanes/"
 
+/* How many dataplanes have a liveness key: TALLYD_MAX_DPS (tallyd.h). */
+#define TALLYD_CLUSTER_DPS	16
+
+/* One dataplane's liveness key as the leader last put it (dplive.c). */
+struct tallyd_dplive {
+	int64_t lease;			/* its lease's ID; 0: none */
+	char key[96];			/* TALLYD_KEY_DPS "IP:PORT" */
+};
+
 /* A job key as this tallyd last wrote or read it. */
 struct tallyd_kv {
 	char *name;
@@ -53,9 +62,8 @@ struct tallyd_cluster {
 	char leader_val[200];		/* the leader key's value; "" none */
 	int64_t next_keepalive_ms;
 
-	/* tally-dp's liveness key (dplive.c). */
-	int64_t dp_lease;		/* its lease's ID; 0: none */
-	char dp_key[96];		/* TALLYD_KEY_DPS "IP:PORT" */
+	/* Each dataplane's liveness key, by index in d->dps (dplive.c). */
+	struct tallyd_dplive dpl[TALLYD_CLUSTER_DPS];
 	int64_t next_tick_ms;
 	unsigned int down_turns;	/* turns in a row etcd did not answer */
 
@@ -89,11 +97,14 @@ bool tallyd_state_leads(const struct tallyd *d);
 int64_t tallyd_cluster_tick(struct tallyd *d, int64_t now);
 
 /*
- * dplive.c: the leader's turn for tally-dp's liveness key: put under a
- * lease of its own while tally-dp answers, renewed at each turn; left to
- * expire when tally-dp stops answering.
+ * dplive.c: the leader's turn for each dataplane's liveness key: put
+ * under a lease of its own while that tally-dp answers, renewed at each
+ * turn; left to expire when it stops answering.
  */
 void tallyd_cluster_dp_turn(struct tallyd *d);
+
+/* The dataplanes' live keys into a stats object (dplive.c). */
+void tallyd_cluster_dp_stats(const struct tallyd *d, json_t *o);
 
 /* Steps down (elect.c): why says what showed it; logged. */
 void tallyd_cluster_step_down(struct tallyd *d, const char *why);
@@ -136,9 +147,13 @@ json_t *tallyd_cluster_refusal(const struct tallyd *d, const char *cmd);
 void tallyd_cluster_stats(const struct tallyd *d, json_t *o);
 
 /* state.c's job objects, shared with state_etcd.c. */
-json_t *tallyd_state_job_json(const struct tallyd_job *j);
-/* Parses a job object into j (zeroed by the caller; not linked). */
-int tallyd_state_parse_job(json_t *o, struct tallyd_job *j, char *why,
-	size_t wlen);
+json_t *tallyd_state_job_json(const struct tallyd *d,
+	const struct tallyd_job *j);
+/*
+ * Parses a job object into j (zeroed by the caller; not linked); its
+ * shards name dataplanes of d's configuration (dps.c).
+ */
+int tallyd_state_parse_job(struct tallyd *d, json_t *o, struct tallyd_job *j,
+	char *why, size_t wlen);
 
 #endif /* TALLYD_CLUSTER_H */

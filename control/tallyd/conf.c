@@ -17,7 +17,7 @@
 #include "etcd.h"
 
 enum kind { K_STR, K_PATH, K_PATH_OPT, K_ADDR, K_ADDR_OFF, K_IP, K_ONOFF,
-	K_UINT, K_STATE };
+	K_UINT, K_NAME, K_STATE };
 
 struct key {
 	const char *name;
@@ -49,6 +49,7 @@ static const struct key keys[] = {
 	NUM(state_lease_s, 2, 600),
 	STR(dp_admin, K_PATH),
 	STR(dp_address, K_IP),
+	STR(dp_name, K_NAME),
 	NUM(dp_poll_ms, 10, 60000),
 	NUM(join_timeout_s, 1, 86400),
 	NUM(idle_timeout_s, 0, 365u * 86400),
@@ -75,6 +76,7 @@ tallyd_conf_defaults(struct tallyd_conf *c)
 	strcpy(c->state, "file");
 	c->state_lease_s = 5;
 	strcpy(c->dp_admin, "/run/tally/dp.sock");
+	strcpy(c->dp_name, "dp0");
 	c->dp_poll_ms = 500;
 	c->join_timeout_s = 60;
 	c->idle_timeout_s = 0;
@@ -194,6 +196,11 @@ set_value(struct tallyd_conf *c, const struct key *k, const char *v,
 			return bad(why, wlen, "'%s' must be on or off",
 				k->name);
 		break;
+	case K_NAME:
+		if (!tally_rdv_name_ok(v) || strlen(v) >= k->size)
+			return bad(why, wlen, "'%s' must be 1-%zu of "
+				"[A-Za-z0-9_.-]", k->name, k->size - 1);
+		break;
 	case K_STATE:
 		return set_state(c, v, why, wlen);
 	case K_PATH_OPT:
@@ -204,6 +211,41 @@ set_value(struct tallyd_conf *c, const struct key *k, const char *v,
 		return bad(why, wlen, "'%s' is longer than %zu bytes", k->name,
 			k->size - 1);
 	strcpy(dst, v);
+	return 0;
+}
+
+/*
+ * "dataplane = NAME ADMIN_SOCKET [ADDRESS]": one more tally-dp, after
+ * dp_admin's (docs/scale-out.md). v is the value, trimmed.
+ */
+static int
+dataplane_line(struct tallyd_conf *c, const char *v, char *why, size_t wlen)
+{
+	struct tallyd_conf_dp *dp = &c->dataplanes[c->ndataplanes];
+	char name[64] = "", admin[256] = "", addr[64] = "", extra[2] = "";
+	struct in_addr a;
+	int n;
+
+	if (c->ndataplanes == TALLYD_MAX_DPS - 1)
+		return bad(why, wlen, "at most %d 'dataplane' lines",
+			TALLYD_MAX_DPS - 1);
+	n = sscanf(v, "%63s %255s %63s %1s", name, admin, addr, extra);
+	if (n < 2 || n > 3)
+		return bad(why, wlen, "'dataplane' must be NAME ADMIN_SOCKET "
+			"[ADDRESS]");
+	if (!tally_rdv_name_ok(name) || strlen(name) > TALLYD_DP_NAME_MAX)
+		return bad(why, wlen, "'dataplane' NAME must be 1-%d of "
+			"[A-Za-z0-9_.-]", TALLYD_DP_NAME_MAX);
+	if (strlen(admin) >= sizeof(dp->admin))
+		return bad(why, wlen, "'dataplane' %s: ADMIN_SOCKET is longer "
+			"than %zu bytes", name, sizeof(dp->admin) - 1);
+	if (n == 3 && inet_pton(AF_INET, addr, &a) != 1)
+		return bad(why, wlen, "'dataplane' %s: ADDRESS must be an "
+			"IPv4 address", name);
+	strcpy(dp->name, name);
+	strcpy(dp->admin, admin);
+	strcpy(dp->address, n == 3 ? addr : "");
+	c->ndataplanes++;
 	return 0;
 }
 
@@ -235,6 +277,8 @@ tallyd_conf_line(struct tallyd_conf *c, const char *line, uint64_t *seen,
 	for (e = eq; e > key && (e[-1] == ' ' || e[-1] == '\t'); e--)
 		;
 	*e = '\0';
+	if (strcmp(key, "dataplane") == 0)	/* may come again */
+		return dataplane_line(c, val, why, wlen);
 	for (i = 0; i < NKEYS; i++)
 		if (strcmp(key, keys[i].name) == 0)
 			break;
@@ -294,6 +338,16 @@ tallyd_conf_check(const struct tallyd_conf *c, char *why, size_t wlen)
 	if (c->control_group[0] != '\0' && getgrnam(c->control_group) == NULL)
 		return bad(why, wlen, "control_group '%s': no such group",
 			c->control_group);
+	for (unsigned int i = 0; i < c->ndataplanes; i++) {
+		if (strcmp(c->dataplanes[i].name, c->dp_name) == 0)
+			return bad(why, wlen, "dataplane '%s' is dp_name's",
+				c->dp_name);
+		for (unsigned int k = 0; k < i; k++)
+			if (strcmp(c->dataplanes[k].name,
+					c->dataplanes[i].name) == 0)
+				return bad(why, wlen, "dataplane '%s' is "
+					"named twice", c->dataplanes[i].name);
+	}
 	return 0;
 }
 
@@ -309,4 +363,9 @@ tallyd_conf_dump(const struct tallyd_conf *c, FILE *f)
 		else
 			fprintf(f, "%s = %s\n", keys[i].name, p);
 	}
+	for (unsigned int i = 0; i < c->ndataplanes; i++)
+		fprintf(f, "dataplane = %s %s%s%s\n", c->dataplanes[i].name,
+			c->dataplanes[i].admin,
+			c->dataplanes[i].address[0] != '\0' ? " " : "",
+			c->dataplanes[i].address);
 }

@@ -223,6 +223,51 @@ err_reply(int err, const char *fmt, ...)
 	return json_pack("{s:i, s:s}", "errno", err, "error", buf);
 }
 
+_Static_assert(TALLYD_CTL_MAX_DPS == TALLYD_MAX_SHARDS &&
+	TALLYD_CTL_DP_NAME_MAX == TALLYD_DP_NAME_MAX, "ctl_parse.h's limits");
+
+/*
+ * A job_create's dataplanes into t's shards (none named: the first).
+ * A sharded job needs each of them up: its shards are programmed
+ * together, and one that is down now would leave the job unready.
+ * Returns NULL, or the error reply.
+ */
+static json_t *
+create_shards(struct tallyd *d, const struct tallyd_ctl_req *r,
+	struct tallyd_job *t)
+{
+	t->nshards = r->ndataplanes > 0 ? r->ndataplanes : 1;
+	for (unsigned int k = 0; k < r->ndataplanes; k++) {
+		int dp = tallyd_dp_find(d, r->dataplanes[k]);
+
+		if (dp < 0)
+			return err_reply(ENOENT, "no dataplane '%s' (tallyd's "
+				"are listed by tallyctl stats)",
+				r->dataplanes[k]);
+		t->sh[k].dp = (unsigned int)dp;
+	}
+	for (unsigned int k = 0; t->nshards > 1 && k < t->nshards; k++)
+		if (!tallyd_dpc_up(d->dps[t->sh[k].dp].dpc))
+			return err_reply(EHOSTDOWN, "job '%s' not created: "
+				"dataplane '%s' is down (its tally-dp does not "
+				"answer), and a job sharded over %u dataplanes "
+				"needs all of them", r->name,
+				d->dps[t->sh[k].dp].name, t->nshards);
+	return NULL;
+}
+
+/* job show's object: the job with its members and its shards. */
+static json_t *
+show_json(struct tallyd *d, const struct tallyd_job *j)
+{
+	json_t *o = tallyd_job_json(j, true);
+
+	if (o != NULL)
+		json_object_set_new(o, "shards", tallyd_shards_json(d, j,
+			true));
+	return o;
+}
+
 static json_t *
 do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 {
@@ -251,6 +296,8 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	t.idle_timeout_s = r->has_idle_timeout ? r->idle_timeout_s :
 		d->conf.idle_timeout_s;
 	strcpy(t.codec, r->codec);
+	if ((o = create_shards(d, r, &t)) != NULL)
+		return o;
 	/* An RDMA job without max_elems: what tally-dp's path MTU takes. */
 	if (t.rdma && !r->has_max_elems && (fit = tallyd_limits_rdma_elems(d,
 			&t)) != 0 && fit < t.max_elems)
@@ -277,7 +324,7 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	tallyd_log("job '%s' (id %u, world %u) created", j->name, j->id,
 		j->world);
 	o = json_pack("{s:i, s:o, s:s}", "errno", 0, "job",
-		tallyd_job_json(j, true), "token", token);
+		show_json(d, j), "token", token);
 	sodium_memzero(token, sizeof(token));
 	return o;
 }
@@ -369,7 +416,7 @@ handle(struct tallyd *d, struct tallyd_ctl_client *c, const char *buf,
 		return json_pack("{s:i, s:s, s:I, s:b}", "errno", 0,
 			"version", TALLY_VERSION, "uptime_s",
 			(json_int_t)(tallyd_wall_s() - d->started), "dp_up",
-			tallyd_dpc_up(d->dpc));
+			tallyd_dps_up(d));
 	case TALLYD_CTL_JOB_CREATE:
 		return do_create(d, &r);
 	case TALLYD_CTL_JOB_LIST:
@@ -381,16 +428,17 @@ handle(struct tallyd *d, struct tallyd_ctl_client *c, const char *buf,
 			return err_reply(ENOENT, "no job '%s'", r.name);
 		if (r.cmd == TALLYD_CTL_JOB_SHOW)
 			return json_pack("{s:i, s:o}", "errno", 0, "job",
-				tallyd_job_json(j, true));
+				show_json(d, j));
 		if (j->draining)
 			return err_reply(EBUSY, "job '%s' is already being "
 				"deleted", r.name);
 		tallyd_job_delete_start(d, j, c);
 		return NULL;
 	case TALLYD_CTL_STATS:
-		return json_pack("{s:i, s:o, s:O}", "errno", 0, "tallyd",
-			tallyd_stats_json(d), "dp", d->dp_stats != NULL ?
-			d->dp_stats : json_null());
+		return json_pack("{s:i, s:o, s:O, s:o}", "errno", 0, "tallyd",
+			tallyd_stats_json(d), "dp", d->dps[0].stats != NULL ?
+			d->dps[0].stats : json_null(), "dataplanes",
+			tallyd_dps_json(d));
 	case TALLYD_CTL_LIST_COMMANDS:
 	case TALLYD_CTL_MAX_:
 		break;

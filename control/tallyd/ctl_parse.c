@@ -18,7 +18,7 @@
 
 struct cmd {
 	const char *name;
-	const char *keys[11];	/* besides "cmd"; NULL-terminated */
+	const char *keys[12];	/* besides "cmd"; NULL-terminated */
 	const char *usage;
 };
 
@@ -26,10 +26,12 @@ static const struct cmd cmds[TALLYD_CTL_MAX_] = {
 	[TALLYD_CTL_PING] = { "ping", { NULL }, "{}" },
 	[TALLYD_CTL_JOB_CREATE] = { "job_create",
 		{ "name", "world", "window", "max_elems", "narrow", "group",
-		  "idle_timeout_s", "codec", "auth", "transport" },
+		  "idle_timeout_s", "codec", "auth", "transport",
+		  "dataplanes" },
 		"{\"name\", \"world\", \"window\"?, \"max_elems\"?, "
 		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?, "
-		"\"codec\"?: SPEC, \"auth\"?, \"transport\"?: \"udp\"|\"rdma\"}" },
+		"\"codec\"?: SPEC, \"auth\"?, \"transport\"?: \"udp\"|\"rdma\", "
+		"\"dataplanes\"?: [NAME, ...]}" },
 	[TALLYD_CTL_JOB_LIST] = { "job_list", { "after", "limit", NULL },
 		"{\"after\"?: ID, \"limit\"?: N}" },
 	[TALLYD_CTL_JOB_SHOW] = { "job_show", { "name", NULL }, "{\"name\"}" },
@@ -87,6 +89,41 @@ opt_uint(json_t *o, const char *k, unsigned long lo, unsigned long hi,
 	return 0;
 }
 
+/*
+ * job_create's optional "dataplanes": 1..TALLYD_CTL_MAX_DPS distinct
+ * names, the shards of the job in slot order. Whether tallyd has them
+ * is ctl.c's to say.
+ */
+static int
+parse_dataplanes(json_t *a, struct tallyd_ctl_req *r, char *why, size_t wlen)
+{
+	json_t *x;
+	size_t i;
+
+	if (a == NULL)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) < 1 ||
+			json_array_size(a) > TALLYD_CTL_MAX_DPS)
+		return fail(why, wlen, EINVAL, "'dataplanes' must be a list "
+			"of 1..%d dataplane names", TALLYD_CTL_MAX_DPS);
+	json_array_foreach(a, i, x) {
+		const char *n = json_string_value(x);
+
+		if (n == NULL || strlen(n) > TALLYD_CTL_DP_NAME_MAX ||
+				!tally_rdv_name_ok(n))
+			return fail(why, wlen, EINVAL, "'dataplanes' names "
+				"are 1-%d of [A-Za-z0-9_.-]",
+				TALLYD_CTL_DP_NAME_MAX);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(r->dataplanes[k], n) == 0)
+				return fail(why, wlen, EINVAL, "'dataplanes' "
+					"names '%s' twice", n);
+		strcpy(r->dataplanes[i], n);
+	}
+	r->ndataplanes = (unsigned int)i;
+	return 0;
+}
+
 static int
 parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 {
@@ -141,6 +178,11 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 		return fail(why, wlen, EINVAL, "'codec': %s", cwhy);
 	if (tally_codec_format(&c, r->codec, sizeof(r->codec)) < 0)
 		return fail(why, wlen, EINVAL, "'codec' is too long");
+	if (parse_dataplanes(json_object_get(o, "dataplanes"), r, why, wlen))
+		return -EINVAL;
+	if (r->rdma && r->ndataplanes > 1)
+		return fail(why, wlen, EINVAL, "'transport' rdma takes one "
+			"dataplane, not %u", r->ndataplanes);
 	return 0;
 }
 

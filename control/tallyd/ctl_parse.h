@@ -25,6 +25,10 @@ enum tallyd_ctl_cmd {
 	TALLYD_CTL_MAX_,
 };
 
+/* job_create's "dataplanes": names of 1..31 of [A-Za-z0-9_.-]. */
+#define TALLYD_CTL_MAX_DPS	8
+#define TALLYD_CTL_DP_NAME_MAX	31
+
 struct tallyd_ctl_req {
 	enum tallyd_ctl_cmd cmd;
 	char name[TALLY_RDV_NAME_MAX + 1];	/* job_create/show/delete */
@@ -42,6 +46,8 @@ struct tallyd_ctl_req {
 	unsigned int idle_timeout_s;
 	bool has_idle_timeout;			/* else: the daemon's */
 	char codec[TALLY_CODEC_SPEC_MAX];	/* canonical spec; "fixp" */
+	unsigned int ndataplanes;		/* 0: the first dataplane */
+	char dataplanes[TALLYD_CTL_MAX_DPS][TALLYD_CTL_DP_NAME_MAX + 1];
 	/* job_list: a page of the jobs with an id above after */
 	unsigned int after;
 	unsigned int limit;			/* 0: as many as fit */

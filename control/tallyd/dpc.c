@@ -42,6 +42,7 @@ struct dpc_req {
 enum dpc_conn { DPC_CLOSED, DPC_CONNECTING, DPC_OPEN };
 
 struct tallyd_dpc {
+	unsigned int dp;		/* its index in d->dps */
 	char path[108];
 	int fd;
 	enum dpc_conn conn;
@@ -63,7 +64,7 @@ struct tallyd_dpc {
 };
 
 struct tallyd_dpc *
-tallyd_dpc_create(const char *path)
+tallyd_dpc_create(unsigned int dp, const char *path)
 {
 	struct tallyd_dpc *c = calloc(1, sizeof(*c));
 
@@ -82,6 +83,7 @@ tallyd_dpc_create(const char *path)
 		return NULL;
 	}
 	strcpy(c->path, path);
+	c->dp = dp;
 	c->fd = -1;
 	c->tail = &c->head;
 	c->ftail = &c->failed;
@@ -176,9 +178,9 @@ set_roce(struct tallyd_dpc *c, json_t *roce)
 }
 
 int
-tallyd_dpc_set_endpoint(struct tallyd *d, json_t *r)
+tallyd_dpc_set_endpoint(struct tallyd *d, unsigned int dp, json_t *r)
 {
-	struct tallyd_dpc *c = d->dpc;
+	struct tallyd_dpc *c = d->dps[dp].dpc;
 	json_int_t port, workers;
 	const char *ip = NULL;
 	struct in_addr a;
@@ -188,8 +190,8 @@ tallyd_dpc_set_endpoint(struct tallyd *d, json_t *r)
 			port > 65535 || workers < 1 ||
 			port + workers - 1 > 65535)
 		return -EPROTO;
-	if (d->conf.dp_address[0] != '\0')
-		ip = d->conf.dp_address;
+	if (d->dps[dp].address[0] != '\0')
+		ip = d->dps[dp].address;
 	if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1)
 		return -EPROTO;
 	c->ip = ntohl(a.s_addr);
@@ -199,9 +201,10 @@ tallyd_dpc_set_endpoint(struct tallyd *d, json_t *r)
 }
 
 int
-tallyd_dpc_qpns(struct tallyd *d, uint32_t *qpns, uint16_t *n)
+tallyd_dpc_qpns(struct tallyd *d, unsigned int dp, uint32_t *qpns,
+	uint16_t *n)
 {
-	struct tallyd_dpc *c = d->dpc;
+	struct tallyd_dpc *c = d->dps[dp].dpc;
 
 	if (c->nqpns == 0)
 		return -EPROTONOSUPPORT;
@@ -211,10 +214,10 @@ tallyd_dpc_qpns(struct tallyd *d, uint32_t *qpns, uint16_t *n)
 }
 
 int
-tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
-	uint16_t *nports)
+tallyd_dpc_endpoint(struct tallyd *d, unsigned int dp, uint32_t *ip,
+	uint16_t *port, uint16_t *nports)
 {
-	struct tallyd_dpc *c = d->dpc;
+	struct tallyd_dpc *c = d->dps[dp].dpc;
 
 	/* Down but known: workers may join while it restarts. */
 	if (c->ip == 0 || c->port == 0)
@@ -226,10 +229,12 @@ tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
 }
 
 int
-tallyd_dpc_request(struct tallyd *d, json_t *req, struct tallyd_job *j,
-	unsigned int flags, tallyd_dpc_cb *cb, uintptr_t arg)
+tallyd_dpc_request(struct tallyd *d, unsigned int dp, json_t *req,
+	struct tallyd_job *j, unsigned int flags, tallyd_dpc_cb *cb,
+	uintptr_t arg)
 {
-	struct tallyd_dpc *c = d->dpc;
+	struct tallyd_dpc *c = d->dps[dp].dpc;
+	struct tallyd_shard *sh = j != NULL ? tallyd_job_shard(j, dp) : NULL;
 	struct dpc_req *r = calloc(1, sizeof(*r));
 
 	if (r != NULL && req != NULL)
@@ -246,27 +251,33 @@ tallyd_dpc_request(struct tallyd *d, json_t *req, struct tallyd_job *j,
 	*c->tail = r;
 	c->tail = &r->next;
 	c->seq++;
-	if (j != NULL)
-		j->dp_opseq = c->seq;
+	if (sh != NULL)
+		sh->opseq = c->seq;
 	return 0;
 }
 
 void
 tallyd_dpc_forget(struct tallyd *d, struct tallyd_job *j)
 {
-	struct dpc_req *lists[2] = { d->dpc->head, d->dpc->failed }, *r;
+	for (unsigned int dp = 0; dp < d->ndps; dp++) {
+		struct tallyd_dpc *c = d->dps[dp].dpc;
+		struct dpc_req *lists[2], *r;
 
-	for (int i = 0; i < 2; i++)
-		for (r = lists[i]; r != NULL; r = r->next)
-			if (r->j == j)
-				r->j = NULL;
+		if (c == NULL)
+			continue;
+		lists[0] = c->head;
+		lists[1] = c->failed;
+		for (int i = 0; i < 2; i++)
+			for (r = lists[i]; r != NULL; r = r->next)
+				if (r->j == j)
+					r->j = NULL;
+	}
 }
 
 /* Moves the head to the failed list with err. */
 static void
-fail_head(struct tallyd *d, int err)
+fail_head(struct tallyd *d, struct tallyd_dpc *c, int err)
 {
-	struct tallyd_dpc *c = d->dpc;
 	struct dpc_req *r = c->head;
 
 	c->head = r->next;
@@ -297,14 +308,13 @@ conn_close(struct tallyd_dpc *c)
  * and its last stats go (they are no longer current).
  */
 static void
-go_down(struct tallyd *d, int err)
+go_down(struct tallyd *d, struct tallyd_dpc *c, int err)
 {
-	struct tallyd_dpc *c = d->dpc;
 	struct dpc_req **pp, *r;
 
 	conn_close(c);
 	if (c->head != NULL)
-		fail_head(d, err);
+		fail_head(d, c, err);
 	for (pp = &c->head; (r = *pp) != NULL;) {
 		if (r->flags & TALLYD_DPC_PROBE) {
 			pp = &r->next;
@@ -323,8 +333,8 @@ go_down(struct tallyd *d, int err)
 			strerror(-err));
 	c->up = false;
 	c->logged_down = true;
-	json_decref(d->dp_stats);
-	d->dp_stats = NULL;
+	json_decref(d->dps[c->dp].stats);
+	d->dps[c->dp].stats = NULL;
 }
 
 /* Starts a non-blocking connect; 0 (open or under way) or -errno. */
@@ -380,20 +390,19 @@ send_head(struct tallyd_dpc *c)
 
 /* Sends what can be sent now; fails what cannot be sent at all. */
 static void
-kick(struct tallyd *d)
+kick(struct tallyd *d, struct tallyd_dpc *c)
 {
-	struct tallyd_dpc *c = d->dpc;
 	int ret;
 
 	while (c->head != NULL && !c->sent) {
 		if (c->conn == DPC_CLOSED) {
 			if (!c->up && !(c->head->flags & TALLYD_DPC_PROBE)) {
-				fail_head(d, -EHOSTDOWN);
+				fail_head(d, c, -EHOSTDOWN);
 				continue;
 			}
 			c->deadline_ms = tallyd_now_ms() + REQ_TIMEOUT_MS;
 			if ((ret = conn_open(c)) != 0) {
-				go_down(d, ret);
+				go_down(d, c, ret);
 				continue;
 			}
 		}
@@ -407,20 +416,19 @@ kick(struct tallyd *d)
 			continue;
 		}
 		if (ret == -EMSGSIZE) {
-			fail_head(d, ret);	/* the request, not tally-dp */
+			fail_head(d, c, ret);	/* the request, not tally-dp */
 			continue;
 		}
 		if (ret != 0)
-			go_down(d, ret);
+			go_down(d, c, ret);
 		return;
 	}
 }
 
 /* Calls back the failed requests (they may queue new ones). */
 static void
-dispatch_failed(struct tallyd *d)
+dispatch_failed(struct tallyd *d, struct tallyd_dpc *c)
 {
-	struct tallyd_dpc *c = d->dpc;
 	struct dpc_req *r;
 
 	/* Popped one by one: a callback may free a job others name. */
@@ -429,15 +437,15 @@ dispatch_failed(struct tallyd *d)
 		if (c->failed == NULL)
 			c->ftail = &c->failed;
 		if (r->cb != NULL)
-			r->cb(d, r->j, NULL, r->err, r->arg);
+			r->cb(d, c->dp, r->j, NULL, r->err, r->arg);
 		req_free(r);
 	}
 }
 
 void
-tallyd_dpc_pollfd(struct tallyd *d, struct pollfd *p)
+tallyd_dpc_pollfd(struct tallyd *d, unsigned int dp, struct pollfd *p)
 {
-	struct tallyd_dpc *c = d->dpc;
+	struct tallyd_dpc *c = d->dps[dp].dpc;
 
 	/* tallyd_dpc_timers(), just before, sent what could be sent. */
 	*p = (struct pollfd){ .fd = c->fd, .events = POLLIN };
@@ -445,18 +453,17 @@ tallyd_dpc_pollfd(struct tallyd *d, struct pollfd *p)
 		p->events |= POLLOUT;
 }
 
-int64_t
-tallyd_dpc_timers(struct tallyd *d, int64_t now)
+/* One client's deadlines and failed requests; ms to its next deadline. */
+static int64_t
+timers(struct tallyd *d, struct tallyd_dpc *c, int64_t now)
 {
-	struct tallyd_dpc *c = d->dpc;
-
 	if (c->head != NULL && c->deadline_ms != 0 && now >= c->deadline_ms) {
 		d->st.dp_timeouts++;
-		go_down(d, -ETIMEDOUT);
+		go_down(d, c, -ETIMEDOUT);
 	}
-	kick(d);
-	dispatch_failed(d);
-	kick(d);
+	kick(d, c);
+	dispatch_failed(d, c);
+	kick(d, c);
 	if (c->failed != NULL)
 		return 0;
 	if (c->head != NULL && c->deadline_ms != 0)
@@ -464,11 +471,21 @@ tallyd_dpc_timers(struct tallyd *d, int64_t now)
 	return REQ_TIMEOUT_MS;
 }
 
+int64_t
+tallyd_dpc_timers(struct tallyd *d, int64_t now)
+{
+	int64_t wait = REQ_TIMEOUT_MS, w;
+
+	for (unsigned int dp = 0; dp < d->ndps; dp++)
+		if ((w = timers(d, d->dps[dp].dpc, now)) < wait)
+			wait = w;
+	return wait;
+}
+
 /* The head's reply arrived in c->buf (n bytes): calls it back. */
 static void
-on_reply(struct tallyd *d, size_t n)
+on_reply(struct tallyd *d, struct tallyd_dpc *c, size_t n)
 {
-	struct tallyd_dpc *c = d->dpc;
 	struct dpc_req *r = c->head;
 	json_error_t jerr;
 	json_t *reply;
@@ -477,7 +494,7 @@ on_reply(struct tallyd *d, size_t n)
 	if (!json_is_object(reply) ||
 			!json_is_integer(json_object_get(reply, "errno"))) {
 		json_decref(reply);
-		go_down(d, -EPROTO);
+		go_down(d, c, -EPROTO);
 		return;
 	}
 	c->head = r->next;
@@ -490,16 +507,15 @@ on_reply(struct tallyd *d, size_t n)
 	c->up = true;
 	c->logged_down = false;
 	if (r->cb != NULL)
-		r->cb(d, r->j, reply, 0, r->arg);
+		r->cb(d, c->dp, r->j, reply, 0, r->arg);
 	json_decref(reply);
 	req_free(r);
 }
 
 /* Reads one message: the head's reply, or the connection's end. */
 static void
-receive(struct tallyd *d)
+receive(struct tallyd *d, struct tallyd_dpc *c)
 {
-	struct tallyd_dpc *c = d->dpc;
 	bool waiting = c->head != NULL && c->sent;
 	ssize_t n = recv(c->fd, c->buf, MAX_REPLY, MSG_DONTWAIT | MSG_TRUNC);
 
@@ -515,7 +531,7 @@ receive(struct tallyd *d)
 			c->head->retried = true;
 			conn_close(c);
 		} else {
-			go_down(d, err);
+			go_down(d, c, err);
 		}
 		return;
 	}
@@ -524,16 +540,16 @@ receive(struct tallyd *d)
 	if ((size_t)n > MAX_REPLY) {
 		tallyd_log("tally-dp's reply of %zd bytes is over %d",
 			n, MAX_REPLY);
-		fail_head(d, -EMSGSIZE);
+		fail_head(d, c, -EMSGSIZE);
 		return;
 	}
-	on_reply(d, (size_t)n);
+	on_reply(d, c, (size_t)n);
 }
 
 void
-tallyd_dpc_event(struct tallyd *d, short revents)
+tallyd_dpc_event(struct tallyd *d, unsigned int dp, short revents)
 {
-	struct tallyd_dpc *c = d->dpc;
+	struct tallyd_dpc *c = d->dps[dp].dpc;
 	socklen_t len = sizeof(int);
 	int err = 0;
 
@@ -545,12 +561,12 @@ tallyd_dpc_event(struct tallyd *d, short revents)
 		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
 			err = errno;
 		if (err != 0) {
-			go_down(d, -err);
+			go_down(d, c, -err);
 			return;
 		}
 		c->conn = DPC_OPEN;
 	} else if (revents & (POLLIN | POLLERR | POLLHUP)) {
-		receive(d);
+		receive(d, c);
 	}
-	kick(d);
+	kick(d, c);
 }

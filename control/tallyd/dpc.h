@@ -27,18 +27,20 @@
  * errno of the exchange (-ETIMEDOUT, -EHOSTDOWN while tally-dp is down,
  * -ECONNRESET, -EPROTO, -EMSGSIZE). j is the job the request was queued
  * for, NULL if there was none or it has been freed since. arg is the
- * caller's.
+ * caller's; dp the dataplane (index in d->dps) it went to.
  */
-typedef void tallyd_dpc_cb(struct tallyd *d, struct tallyd_job *j,
-	json_t *reply, int err, uintptr_t arg);
+typedef void tallyd_dpc_cb(struct tallyd *d, unsigned int dp,
+	struct tallyd_job *j, json_t *reply, int err, uintptr_t arg);
 
 /*
- * Queues req (consumed) for j (may be NULL); cb runs later from
+ * Queues req (consumed) for j (may be NULL) at dataplane dp; cb runs
+ * later from
  * tallyd_dpc_event() or tallyd_dpc_timers(), never from here. Returns 0,
  * or -ENOMEM (nothing queued, cb will not run).
  */
-int tallyd_dpc_request(struct tallyd *d, json_t *req, struct tallyd_job *j,
-	unsigned int flags, tallyd_dpc_cb *cb, uintptr_t arg);
+int tallyd_dpc_request(struct tallyd *d, unsigned int dp, json_t *req,
+	struct tallyd_job *j, unsigned int flags, tallyd_dpc_cb *cb,
+	uintptr_t arg);
 
 /* How many requests have been queued so far (a sequence, never reset). */
 uint64_t tallyd_dpc_seq(const struct tallyd_dpc *c);
@@ -47,31 +49,38 @@ uint64_t tallyd_dpc_seq(const struct tallyd_dpc *c);
 bool tallyd_dpc_del_counters(const struct tallyd_dpc *c);
 void tallyd_dpc_set_del_counters(struct tallyd_dpc *c);
 
-/* Sets tally-dp's endpoint from a ping reply; 0 or -EPROTO. */
-int tallyd_dpc_set_endpoint(struct tallyd *d, json_t *ping);
+/* Sets dataplane dp's endpoint from a ping reply; 0 or -EPROTO. */
+int tallyd_dpc_set_endpoint(struct tallyd *d, unsigned int dp, json_t *ping);
 
 /* The poll cycle's state, owned by the client (dpc_poll.c uses it). */
 struct tallyd_dpc_poll *tallyd_dpc_poll_state(struct tallyd_dpc *c);
 struct tallyd_dpc_poll *tallyd_dpc_poll_new(void);
 void tallyd_dpc_poll_free(struct tallyd_dpc_poll *p);
 
-/* dpc_ops.c, for dpc_poll.c: programs j's own membership again. */
+/* dpc_ops.c, for dpc_poll.c: programs j's own membership again at sh. */
 int tallyd_dpc_restore(struct tallyd *d, struct tallyd_job *j,
-	enum tallyd_prog_why why);
+	struct tallyd_shard *sh, enum tallyd_prog_why why);
+/* Whether a chain of requests about j at sh is outstanding. */
+bool tallyd_dpc_shard_busy(const struct tallyd_shard *sh);
 
 /* Counters: an object of tally-dp's into c (missing ones are 0). */
 void tallyd_dpc_read_ctr(json_t *o, struct tallyd_ctr *c);
-/* Adds j's last reading to its base: that instance's counting is over. */
-void tallyd_dpc_fold(struct tallyd_job *j);
+/*
+ * Adds shard sh's last reading to j's base: that instance's counting is
+ * over.
+ */
+void tallyd_dpc_fold(struct tallyd_job *j, struct tallyd_shard *sh);
 /*
  * Whether a job_list entry is j's programmed membership: j has one and
  * the entry's token_fp (if tally-dp shows it) is its wire token's.
  */
 bool tallyd_dpc_entry_ours(const struct tallyd_job *j, json_t *entry);
 /*
- * Takes an entry of j's own instance as j's latest reading: counters
- * that went back fold the old reading first (the instance was re-made).
+ * Takes an entry of j's own instance as shard sh's latest reading:
+ * counters that went back fold the old reading first (the instance was
+ * re-made).
  */
-void tallyd_dpc_take(struct tallyd_job *j, json_t *entry);
+void tallyd_dpc_take(struct tallyd_job *j, struct tallyd_shard *sh,
+	json_t *entry);
 
 #endif /* TALLYD_DPC_H */

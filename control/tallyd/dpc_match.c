@@ -29,14 +29,14 @@ tallyd_dpc_read_ctr(json_t *o, struct tallyd_ctr *c)
 }
 
 void
-tallyd_dpc_fold(struct tallyd_job *j)
+tallyd_dpc_fold(struct tallyd_job *j, struct tallyd_shard *sh)
 {
 	uint64_t *b = (uint64_t *)(void *)&j->base;
-	const uint64_t *l = (const uint64_t *)(const void *)&j->last;
+	const uint64_t *l = (const uint64_t *)(const void *)&sh->last;
 
 	for (size_t i = 0; i < TALLYD_NCTR; i++)
 		b[i] += l[i];
-	memset(&j->last, 0, sizeof(j->last));
+	memset(&sh->last, 0, sizeof(sh->last));
 }
 
 /* 1 if the entry's token_fp is absent, 0 if it differs, 2 if it matches. */
@@ -60,11 +60,11 @@ tallyd_dpc_entry_ours(const struct tallyd_job *j, json_t *entry)
 }
 
 void
-tallyd_dpc_take(struct tallyd_job *j, json_t *entry)
+tallyd_dpc_take(struct tallyd_job *j, struct tallyd_shard *sh, json_t *entry)
 {
 	struct tallyd_ctr c;
 	const uint64_t *cv = (const uint64_t *)(const void *)&c;
-	const uint64_t *lv = (const uint64_t *)(const void *)&j->last;
+	const uint64_t *lv = (const uint64_t *)(const void *)&sh->last;
 	bool reset = false, moved = false;
 
 	tallyd_dpc_read_ctr(json_object_get(entry, "counters"), &c);
@@ -75,9 +75,9 @@ tallyd_dpc_take(struct tallyd_job *j, json_t *entry)
 			moved = true;
 	}
 	if (reset)
-		tallyd_dpc_fold(j);
-	j->last = c;
-	j->moved = moved;
+		tallyd_dpc_fold(j, sh);
+	sh->last = c;
+	sh->moved = moved;
 	if (moved)
 		j->last_active = tallyd_wall_s();
 }

@@ -3,8 +3,9 @@
  * Memberships at tally-dp: programming one (job_add, replacing what
  * tally-dp holds under the job's id with job_del first) and removing a
  * job. Each is a chain of requests on dpc.c's queue, one step queued by
- * the previous one's reply, kept in the job's dp_op; at most one chain
- * per job at a time.
+ * the previous one's reply, kept in the shard's op; at most one chain
+ * per shard at a time. A sharded job's barrier programs every shard at
+ * once (each on its own tally-dp's queue) and is over when all are.
  *
  * Counters stay exact across the replacement: job_del's reply carries
  * the removed job's final counters (taken after tally-dp's lcores let go
@@ -25,12 +26,22 @@
 
 enum stage { ST_READ, ST_DEL, ST_ADD, ST_DEL_EXISTING, ST_ADD_AGAIN };
 
-static void step(struct tallyd *d, struct tallyd_job *j, enum stage st);
+static void step(struct tallyd *d, struct tallyd_job *j,
+	struct tallyd_shard *sh, enum stage st);
+
+bool
+tallyd_dpc_shard_busy(const struct tallyd_shard *sh)
+{
+	return sh->op.kind != TALLYD_OP_NONE;
+}
 
 bool
 tallyd_dpc_busy(const struct tallyd_job *j)
 {
-	return j->dp_op.kind != TALLYD_OP_NONE;
+	for (unsigned int k = 0; k < j->nshards; k++)
+		if (tallyd_dpc_shard_busy(&j->sh[k]))
+			return true;
+	return false;
 }
 
 /* An authenticated job's keys for tally-dp's job_add, hex, by rank. */
@@ -68,10 +79,11 @@ member_json(const char *ip, const struct tallyd_member *m)
 	return o;
 }
 
+/* job_add of shard sh's chain: every shard gets the same one. */
 static json_t *
-job_add_req(const struct tallyd_job *j)
+job_add_req(const struct tallyd_job *j, const struct tallyd_shard *sh)
 {
-	const struct tallyd_dp_op *op = &j->dp_op;
+	const struct tallyd_dp_op *op = &sh->op;
 	json_t *members = json_array(), *o;
 	char tok[17], ip[INET_ADDRSTRLEN];
 
@@ -104,36 +116,70 @@ job_add_req(const struct tallyd_job *j)
 }
 
 /*
- * The chain is over (err 0 or -errno): tell whoever waits. j may be
- * freed by the continuation; nothing touches it after.
+ * A barrier's program is over at one shard (err 0 or -errno); when it
+ * is over at all of them, the membership is j's if every shard took it,
+ * and the rendezvous hears the first failure. A shard that took it while
+ * another failed holds a token j does not know: the next poll programs
+ * j's own membership there again (a mismatch), or removes it.
  */
 static void
-finish(struct tallyd *d, struct tallyd_job *j, int err)
+barrier_shard_done(struct tallyd *d, struct tallyd_job *j,
+	const struct tallyd_shard *sh, int err)
 {
-	enum tallyd_dp_op_kind kind = j->dp_op.kind;
-	enum tallyd_prog_why why = j->dp_op.why;
+	bool any = false;
 
-	j->dp_op.kind = TALLYD_OP_NONE;
+	if (err != 0 && j->prog_err == 0)
+		j->prog_err = err;
+	if (--j->prog_left > 0)
+		return;
+	err = j->prog_err;
+	if (err == 0) {
+		memcpy(j->members, sh->op.members, sizeof(j->members));
+		j->wire_token = sh->op.token;
+		j->has_members = true;
+		d->state_dirty = true;
+	}
+	for (unsigned int k = 0; k < j->nshards; k++)
+		any |= j->sh[k].in_dp;
+	/* Nothing of the old membership is left at any tally-dp. */
+	if (err != 0 && !any)
+		j->has_members = false;
+	tallyd_rdv_programmed(d, j, err);
+}
+
+/*
+ * The chain at sh is over (err 0 or -errno): tell whoever waits. j may
+ * be freed by the continuation; nothing touches it after.
+ */
+static void
+finish(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
+	int err)
+{
+	enum tallyd_dp_op_kind kind = sh->op.kind;
+	enum tallyd_prog_why why = sh->op.why;
+	const char *dp = tallyd_dp_label(d, sh->dp);
+
+	sh->op.kind = TALLYD_OP_NONE;
 	if (kind == TALLYD_OP_REMOVE) {
 		/* Whatever happened, a poll removes what is left there. */
-		j->in_dp = false;
+		sh->in_dp = false;
 		tallyd_job_delete_step(d, tallyd_now_ms());
 		return;
 	}
 	if (why == TALLYD_PROG_BARRIER) {
-		/* Nothing of the old membership is left at tally-dp. */
-		if (err != 0 && !j->in_dp)
-			j->has_members = false;
-		tallyd_rdv_programmed(d, j, err);
+		barrier_shard_done(d, j, sh, err);
 	} else if (err == 0 && why == TALLYD_PROG_RESTORE) {
 		d->st.dp_reprograms++;
 		tallyd_log("job '%s' (id %u, epoch %u) programmed into "
-			"tally-dp again", j->name, j->id, j->epoch);
+			"tally-dp %s again", j->name, j->id, j->epoch, dp);
 	} else if (err == 0) {
-		tallyd_log("job '%s' (id %u, epoch %u): tally-dp has tallyd's "
-			"configuration again", j->name, j->id, j->epoch);
+		tallyd_log("job '%s' (id %u, epoch %u): tally-dp%s has "
+			"tallyd's configuration again", j->name, j->id,
+			j->epoch, dp);
 	}
 	/* What waited for this chain to end. */
+	if (tallyd_dpc_busy(j))
+		return;
 	if (j->draining)
 		tallyd_job_delete_step(d, tallyd_now_ms());
 	else if (why != TALLYD_PROG_BARRIER && j->program_pending)
@@ -142,40 +188,42 @@ finish(struct tallyd *d, struct tallyd_job *j, int err)
 
 /* A reply's errno, logged when it is a refusal other than ENOENT. */
 static int
-reply_errno(const struct tallyd_job *j, json_t *r, const char *what)
+reply_errno(struct tallyd *d, const struct tallyd_job *j,
+	const struct tallyd_shard *sh, json_t *r, const char *what)
 {
 	int err = (int)json_integer_value(json_object_get(r, "errno"));
 
 	if (err != 0 && err != ENOENT && err != EEXIST)
-		tallyd_log("tally-dp refused %s of job '%s' (id %u): %s", what,
-			j->name, j->id, json_string_value(json_object_get(r,
-				"error")));
+		tallyd_log("tally-dp%s refused %s of job '%s' (id %u): %s",
+			tallyd_dp_label(d, sh->dp), what, j->name, j->id,
+			json_string_value(json_object_get(r, "error")));
 	return err;
 }
 
 /* The counters just before job_del, for a tally-dp that does not send them. */
 static void
-on_read(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
-	uintptr_t arg)
+on_read(struct tallyd *d, unsigned int dp, struct tallyd_job *j, json_t *r,
+	int err, uintptr_t arg)
 {
+	struct tallyd_shard *sh = j != NULL ? tallyd_job_shard(j, dp) : NULL;
 	json_t *o;
 	size_t i;
 
 	(void)arg;
-	if (j == NULL)
+	if (sh == NULL)
 		return;
 	if (err != 0)
-		return finish(d, j, err);
-	j->dp_op.ours = false;
+		return finish(d, j, sh, err);
+	sh->op.ours = false;
 	json_array_foreach(json_object_get(r, "jobs"), i, o) {
 		if (json_integer_value(json_object_get(o, "id")) != j->id)
 			continue;
 		if (tallyd_dpc_entry_ours(j, o)) {
-			tallyd_dpc_take(j, o);
-			j->dp_op.ours = true;
+			tallyd_dpc_take(j, sh, o);
+			sh->op.ours = true;
 		}
 	}
-	step(d, j, ST_DEL);
+	step(d, j, sh, ST_DEL);
 }
 
 /*
@@ -185,73 +233,73 @@ on_read(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
  * them.
  */
 static void
-on_del(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
-	uintptr_t arg)
+on_del(struct tallyd *d, unsigned int dp, struct tallyd_job *j, json_t *r,
+	int err, uintptr_t arg)
 {
+	struct tallyd_shard *sh = j != NULL ? tallyd_job_shard(j, dp) : NULL;
 	enum stage st = (enum stage)arg;
 	json_t *ctr;
 
-	if (j == NULL)
+	if (sh == NULL)
 		return;
 	if (err != 0)
-		return finish(d, j, err);
-	err = reply_errno(j, r, "job_del");
+		return finish(d, j, sh, err);
+	err = reply_errno(d, j, sh, r, "job_del");
 	if (err != 0 && err != ENOENT)
-		return finish(d, j, -err);
+		return finish(d, j, sh, -err);
 	ctr = json_object_get(r, "counters");
 	if (err == 0 && json_is_object(ctr))
-		tallyd_dpc_set_del_counters(d->dpc);
-	if (j->dp_op.ours) {
+		tallyd_dpc_set_del_counters(d->dps[dp].dpc);
+	if (sh->op.ours) {
 		if (err == 0 && json_is_object(ctr))
-			tallyd_dpc_read_ctr(ctr, &j->last);
-		tallyd_dpc_fold(j);
-		j->in_dp = false;
-		if (j->dp_op.kind == TALLYD_OP_PROGRAM)
+			tallyd_dpc_read_ctr(ctr, &sh->last);
+		tallyd_dpc_fold(j, sh);
+		sh->in_dp = false;
+		if (sh->op.kind == TALLYD_OP_PROGRAM)
 			tallyd_state_save(d);
 	} else if (st == ST_DEL) {
-		j->in_dp = false;
+		sh->in_dp = false;
 	}
-	if (j->dp_op.kind == TALLYD_OP_REMOVE)
-		return finish(d, j, 0);
-	step(d, j, st == ST_DEL ? ST_ADD : ST_ADD_AGAIN);
+	if (sh->op.kind == TALLYD_OP_REMOVE)
+		return finish(d, j, sh, 0);
+	step(d, j, sh, st == ST_DEL ? ST_ADD : ST_ADD_AGAIN);
 }
 
-/* job_add's reply: the membership is tally-dp's; j's counters restart. */
+/* job_add's reply: the membership is tally-dp's; the shard's counters restart. */
 static void
-on_add(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
-	uintptr_t arg)
+on_add(struct tallyd *d, unsigned int dp, struct tallyd_job *j, json_t *r,
+	int err, uintptr_t arg)
 {
+	struct tallyd_shard *sh = j != NULL ? tallyd_job_shard(j, dp) : NULL;
 	enum stage st = (enum stage)arg;
 
-	if (j == NULL)
+	if (sh == NULL)
 		return;
 	if (err != 0)
-		return finish(d, j, err);
-	err = reply_errno(j, r, "job_add");
+		return finish(d, j, sh, err);
+	err = reply_errno(d, j, sh, r, "job_add");
 	if (err == EEXIST && st == ST_ADD) {
 		/* Left over from before tallyd knew: replace it. */
-		return step(d, j, ST_DEL_EXISTING);
+		return step(d, j, sh, ST_DEL_EXISTING);
 	}
 	if (err != 0)
-		return finish(d, j, -err);
-	memcpy(j->members, j->dp_op.members, sizeof(j->members));
-	j->wire_token = j->dp_op.token;
-	j->has_members = true;
+		return finish(d, j, sh, -err);
 	/* Whatever counted under the id before is over (folded once). */
-	tallyd_dpc_fold(j);
-	j->in_dp = true;
+	tallyd_dpc_fold(j, sh);
+	sh->in_dp = true;
 	d->state_dirty = true;
-	finish(d, j, 0);
+	finish(d, j, sh, 0);
 }
 
-/* Queues the request of stage st of j's chain. */
+/* Queues the request of stage st of sh's chain. */
 static void
-step(struct tallyd *d, struct tallyd_job *j, enum stage st)
+step(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
+	enum stage st)
 {
 	json_t *req;
 	tallyd_dpc_cb *cb;
 
-	j->dp_op.stage = st;
+	sh->op.stage = st;
 	switch (st) {
 	case ST_READ:
 		req = json_pack("{s:s, s:i, s:i}", "cmd", "job_list", "after",
@@ -261,36 +309,36 @@ step(struct tallyd *d, struct tallyd_job *j, enum stage st)
 	case ST_DEL:
 	case ST_DEL_EXISTING:
 		if (st == ST_DEL_EXISTING)
-			j->dp_op.ours = false;
+			sh->op.ours = false;
 		req = json_pack("{s:s, s:i}", "cmd", "job_del", "id", j->id);
 		cb = on_del;
 		break;
 	default:
-		req = job_add_req(j);
+		req = job_add_req(j, sh);
 		cb = on_add;
 		break;
 	}
-	if (tallyd_dpc_request(d, req, j, 0, cb, (uintptr_t)st) != 0)
-		finish(d, j, -ENOMEM);
+	if (tallyd_dpc_request(d, sh->dp, req, j, 0, cb, (uintptr_t)st) != 0)
+		finish(d, j, sh, -ENOMEM);
 }
 
-/* Starts a chain of kind on j. */
+/* Starts a chain of kind on sh. */
 static int
-start(struct tallyd *d, struct tallyd_job *j, enum tallyd_dp_op_kind kind,
-	enum tallyd_prog_why why)
+start(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
+	enum tallyd_dp_op_kind kind, enum tallyd_prog_why why)
 {
-	if (tallyd_dpc_busy(j))
+	if (tallyd_dpc_shard_busy(sh))
 		return -EBUSY;
-	j->dp_op.kind = kind;
-	j->dp_op.why = why;
-	j->dp_op.ours = j->in_dp && j->has_members;
-	if (!j->in_dp)
-		step(d, j, kind == TALLYD_OP_REMOVE ? ST_DEL : ST_ADD);
-	else if (j->dp_op.ours && kind == TALLYD_OP_PROGRAM &&
-			!tallyd_dpc_del_counters(d->dpc))
-		step(d, j, ST_READ);
+	sh->op.kind = kind;
+	sh->op.why = why;
+	sh->op.ours = sh->in_dp && j->has_members;
+	if (!sh->in_dp)
+		step(d, j, sh, kind == TALLYD_OP_REMOVE ? ST_DEL : ST_ADD);
+	else if (sh->op.ours && kind == TALLYD_OP_PROGRAM &&
+			!tallyd_dpc_del_counters(d->dps[sh->dp].dpc))
+		step(d, j, sh, ST_READ);
 	else
-		step(d, j, ST_DEL);
+		step(d, j, sh, ST_DEL);
 	return 0;
 }
 
@@ -298,27 +346,37 @@ int
 tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
 	const struct tallyd_member *members, uint64_t wire_token)
 {
+	unsigned int k;
+
 	if (tallyd_dpc_busy(j))
 		return -EBUSY;
-	memcpy(j->dp_op.members, members,
-		j->world * sizeof(struct tallyd_member));
-	j->dp_op.token = wire_token;
-	return start(d, j, TALLYD_OP_PROGRAM, TALLYD_PROG_BARRIER);
+	j->prog_left = (int)j->nshards;
+	j->prog_err = 0;
+	for (k = 0; k < j->nshards; k++) {
+		struct tallyd_shard *sh = &j->sh[k];
+
+		memcpy(sh->op.members, members,
+			j->world * sizeof(struct tallyd_member));
+		sh->op.token = wire_token;
+		start(d, j, sh, TALLYD_OP_PROGRAM, TALLYD_PROG_BARRIER);
+	}
+	return 0;
 }
 
 int
 tallyd_dpc_restore(struct tallyd *d, struct tallyd_job *j,
-	enum tallyd_prog_why why)
+	struct tallyd_shard *sh, enum tallyd_prog_why why)
 {
-	if (tallyd_dpc_busy(j) || !j->has_members)
+	if (tallyd_dpc_shard_busy(sh) || !j->has_members)
 		return -EBUSY;
-	memcpy(j->dp_op.members, j->members, sizeof(j->members));
-	j->dp_op.token = j->wire_token;
-	return start(d, j, TALLYD_OP_PROGRAM, why);
+	memcpy(sh->op.members, j->members, sizeof(j->members));
+	sh->op.token = j->wire_token;
+	return start(d, j, sh, TALLYD_OP_PROGRAM, why);
 }
 
 int
-tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j)
+tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j,
+	struct tallyd_shard *sh)
 {
-	return start(d, j, TALLYD_OP_REMOVE, TALLYD_PROG_BARRIER);
+	return start(d, j, sh, TALLYD_OP_REMOVE, TALLYD_PROG_BARRIER);
 }

@@ -46,59 +46,75 @@ tallyd_dpc_poll_free(struct tallyd_dpc_poll *p)
 	free(p);
 }
 
-static void page(struct tallyd *d);
+static void page(struct tallyd *d, unsigned int dp);
+
+/* Dataplane dp's poll state. */
+static struct tallyd_dpc_poll *
+pstate(struct tallyd *d, unsigned int dp)
+{
+	return tallyd_dpc_poll_state(d->dps[dp].dpc);
+}
 
 /* The poll ends (a failure was logged by dpc.c, or here). */
 static void
-done(struct tallyd *d)
+done(struct tallyd *d, unsigned int dp)
 {
-	tallyd_dpc_poll_state(d->dpc)->running = false;
+	pstate(d, dp)->running = false;
 }
 
 static void
-on_stale_del(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
-	uintptr_t id)
+on_stale_del(struct tallyd *d, unsigned int dp, struct tallyd_job *j,
+	json_t *r, int err, uintptr_t id)
 {
 	(void)j;
 	if (err == 0 && json_integer_value(json_object_get(r, "errno")) == 0) {
 		d->st.dp_stale_removed++;
-		tallyd_log("job %u removed from tally-dp", (unsigned int)id);
+		tallyd_log("job %u removed from tally-dp%s", (unsigned int)id,
+			tallyd_dp_label(d, dp));
 	}
 }
 
 /* Removes id from tally-dp: tallyd does not own what it holds there. */
 static void
-remove_stale(struct tallyd *d, json_int_t id, const char *why)
+remove_stale(struct tallyd *d, unsigned int dp, json_int_t id,
+	const char *why)
 {
-	tallyd_log("tally-dp holds job %u, %s: removing it", (unsigned int)id,
-		why);
-	tallyd_dpc_request(d, json_pack("{s:s, s:I}", "cmd", "job_del", "id",
-		id), NULL, 0, on_stale_del, (uintptr_t)id);
+	tallyd_log("tally-dp%s holds job %u, %s: removing it",
+		tallyd_dp_label(d, dp), (unsigned int)id, why);
+	tallyd_dpc_request(d, dp, json_pack("{s:s, s:I}", "cmd", "job_del",
+		"id", id), NULL, 0, on_stale_del, (uintptr_t)id);
 }
 
-/* A job whose entry differs from its membership: programs it again. */
+/* A shard whose entry differs from its membership: programs it again. */
 static void
-mismatch(struct tallyd *d, struct tallyd_job *j, json_t *e, const char *what)
+mismatch(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
+	json_t *e, const char *what)
 {
 	bool ours = json_object_get(e, "token_fp") != NULL &&
 		tallyd_dpc_entry_ours(j, e);
 
-	tallyd_log("job '%s' (id %u) differs at tally-dp (%s): programming "
-		"it again", j->name, j->id, what);
+	tallyd_log("job '%s' (id %u) differs at tally-dp%s (%s): "
+		"programming it again", j->name, j->id,
+		tallyd_dp_label(d, sh->dp), what);
 	d->st.dp_mismatches++;
 	/* Only a matching token proves the counters there are the job's. */
 	if (ours)
-		tallyd_dpc_take(j, e);
-	j->in_dp = ours;
-	tallyd_dpc_restore(d, j, TALLYD_PROG_MISMATCH);
+		tallyd_dpc_take(j, sh, e);
+	sh->in_dp = ours;
+	tallyd_dpc_restore(d, j, sh, TALLYD_PROG_MISMATCH);
 }
 
-/* One job_list entry: counters, and the reconciliation of its id. */
+/*
+ * One job_list entry of dataplane dp: counters, and the reconciliation
+ * of its id. While any shard of the job has a chain outstanding (a
+ * barrier programs them all), none is reconciled.
+ */
 static void
-entry(struct tallyd *d, json_t *e)
+entry(struct tallyd *d, unsigned int dp, json_t *e)
 {
-	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	struct tallyd_dpc_poll *p = pstate(d, dp);
 	json_int_t id = json_integer_value(json_object_get(e, "id"));
+	struct tallyd_shard *sh;
 	struct tallyd_job *j;
 	char what[96];
 
@@ -110,13 +126,15 @@ entry(struct tallyd *d, json_t *e)
 	if (!tallyd_state_leads(d))
 		return;
 	if (j == NULL)
-		return remove_stale(d, id, "which tallyd has no job for");
-	if (tallyd_dpc_busy(j) || j->dp_opseq > p->start_seq ||
+		return remove_stale(d, dp, id, "which tallyd has no job for");
+	if ((sh = tallyd_job_shard(j, dp)) == NULL)
+		return remove_stale(d, dp, id, "a job with no shard there");
+	if (tallyd_dpc_busy(j) || sh->opseq > p->start_seq ||
 			j->draining) {
 		/* Requests run in order: the reading is still the job's. */
 		if (tallyd_dpc_entry_ours(j, e)) {
-			tallyd_dpc_take(j, e);
-			j->in_dp = true;
+			tallyd_dpc_take(j, sh, e);
+			sh->in_dp = true;
 		}
 		return;
 	}
@@ -125,53 +143,58 @@ entry(struct tallyd *d, json_t *e)
 			sizeof(what)))
 		tallyd_cluster_refresh(d, j);
 	if (!j->has_members)
-		return remove_stale(d, id, "a membership tallyd never formed");
+		return remove_stale(d, dp, id,
+			"a membership tallyd never formed");
 	if (tallyd_dpc_entry_differs(j, e, what, sizeof(what)))
-		return mismatch(d, j, e, what);
-	tallyd_dpc_take(j, e);
-	j->in_dp = true;
+		return mismatch(d, j, sh, e, what);
+	tallyd_dpc_take(j, sh, e);
+	sh->in_dp = true;
 }
 
 /* After the last page: memberships tally-dp does not hold go back. */
 static void
-restore_missing(struct tallyd *d)
+restore_missing(struct tallyd *d, unsigned int dp)
 {
-	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	struct tallyd_dpc_poll *p = pstate(d, dp);
+	struct tallyd_shard *sh;
 	struct tallyd_job *j;
 
 	if (!tallyd_state_leads(d))
 		return;
 	for (j = d->jobs; j != NULL; j = j->next) {
-		if (p->seen[j->id / 8] & (1u << (j->id % 8)) ||
+		if ((sh = tallyd_job_shard(j, dp)) == NULL ||
+				p->seen[j->id / 8] & (1u << (j->id % 8)) ||
 				tallyd_dpc_busy(j) ||
-				j->dp_opseq > p->start_seq)
+				sh->opseq > p->start_seq)
 			continue;
-		j->in_dp = false;
+		sh->in_dp = false;
 		if (j->has_members && !j->draining)
-			tallyd_dpc_restore(d, j, TALLYD_PROG_RESTORE);
+			tallyd_dpc_restore(d, j, sh, TALLYD_PROG_RESTORE);
 	}
 }
 
 static void
-on_stats(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
-	uintptr_t arg)
+on_stats(struct tallyd *d, unsigned int dp, struct tallyd_job *j, json_t *r,
+	int err, uintptr_t arg)
 {
+	json_t **stats = &d->dps[dp].stats;
+
 	(void)j;
 	(void)arg;
-	json_decref(d->dp_stats);
-	d->dp_stats = NULL;
+	json_decref(*stats);
+	*stats = NULL;
 	if (err == 0 && json_integer_value(json_object_get(r, "errno")) == 0) {
-		d->dp_stats = json_deep_copy(r);
-		json_object_del(d->dp_stats, "errno");
+		*stats = json_deep_copy(r);
+		json_object_del(*stats, "errno");
 	}
-	done(d);
+	done(d, dp);
 }
 
 static void
-on_page(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
-	uintptr_t arg)
+on_page(struct tallyd *d, unsigned int dp, struct tallyd_job *j, json_t *r,
+	int err, uintptr_t arg)
 {
-	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	struct tallyd_dpc_poll *p = pstate(d, dp);
 	json_t *jobs = json_object_get(r, "jobs"), *e;
 	bool more = json_is_true(json_object_get(r, "more"));
 	json_int_t last = p->after;
@@ -180,80 +203,89 @@ on_page(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
 	(void)j;
 	(void)arg;
 	if (err != 0)
-		return done(d);
+		return done(d, dp);
 	if (json_integer_value(json_object_get(r, "errno")) != 0 ||
 			!json_is_array(jobs)) {
-		tallyd_log("tally-dp's job_list failed: %s",
+		tallyd_log("tally-dp%s's job_list failed: %s",
+			tallyd_dp_label(d, dp),
 			json_string_value(json_object_get(r, "error")));
-		return done(d);
+		return done(d, dp);
 	}
 	json_array_foreach(jobs, i, e) {
 		json_int_t id = json_integer_value(json_object_get(e, "id"));
 
 		if (id > last)
 			last = id;
-		entry(d, e);
+		entry(d, dp, e);
 	}
 	if (more && last <= p->after) {
-		tallyd_log("tally-dp's job_list pages do not advance (after "
-			"%lld)", (long long)p->after);
-		return done(d);
+		tallyd_log("tally-dp%s's job_list pages do not advance (after "
+			"%lld)", tallyd_dp_label(d, dp), (long long)p->after);
+		return done(d, dp);
 	}
 	p->after = last;
 	if (more)
-		return page(d);
-	restore_missing(d);
+		return page(d, dp);
+	restore_missing(d, dp);
 	tallyd_rdv_retry(d);
-	if (tallyd_dpc_request(d, json_pack("{s:s}", "cmd", "stats"), NULL, 0,
-			on_stats, 0) != 0)
-		done(d);
+	if (tallyd_dpc_request(d, dp, json_pack("{s:s}", "cmd", "stats"), NULL,
+			0, on_stats, 0) != 0)
+		done(d, dp);
 }
 
 /* Asks for the next page of tally-dp's jobs. */
 static void
-page(struct tallyd *d)
+page(struct tallyd *d, unsigned int dp)
 {
-	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	struct tallyd_dpc_poll *p = pstate(d, dp);
 
-	if (tallyd_dpc_request(d, json_pack("{s:s, s:I, s:i}", "cmd",
+	if (tallyd_dpc_request(d, dp, json_pack("{s:s, s:I, s:i}", "cmd",
 			"job_list", "after", p->after, "limit", PAGE_LIMIT),
 			NULL, TALLYD_DPC_PROBE, on_page, 0) != 0)
-		done(d);
+		done(d, dp);
 }
 
 static void
-on_ping(struct tallyd *d, struct tallyd_job *j, json_t *r, int err,
-	uintptr_t arg)
+on_ping(struct tallyd *d, unsigned int dp, struct tallyd_job *j, json_t *r,
+	int err, uintptr_t arg)
 {
-	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
+	struct tallyd_dpc_poll *p = pstate(d, dp);
 	bool bad;
 
 	(void)j;
 	(void)arg;
 	if (err != 0)
-		return done(d);
-	tallyd_limits_from_ping(d, r);
-	bad = tallyd_dpc_set_endpoint(d, r) != 0;
+		return done(d, dp);
+	tallyd_limits_from_ping(&d->dps[dp].limits, r);
+	bad = tallyd_dpc_set_endpoint(d, dp, r) != 0;
 	if (bad && !p->bad_ping)
-		tallyd_log("tally-dp's ping reply has no usable address and "
-			"port (set dp_address?)");
+		tallyd_log("tally-dp%s's ping reply has no usable address "
+			"and port (set dp_address?)", tallyd_dp_label(d, dp));
 	p->bad_ping = bad;
-	page(d);
+	page(d, dp);
+}
+
+/* Starts a poll of dataplane dp, unless one is under way. */
+static void
+poll_one(struct tallyd *d, unsigned int dp)
+{
+	struct tallyd_dpc_poll *p = pstate(d, dp);
+
+	if (p->running)
+		return;
+	p->running = true;
+	p->start_seq = tallyd_dpc_seq(d->dps[dp].dpc);
+	p->after = 0;
+	memset(p->seen, 0, sizeof(p->seen));
+	/* Every time: a restarted tally-dp may have another port range. */
+	if (tallyd_dpc_request(d, dp, json_pack("{s:s}", "cmd", "ping"), NULL,
+			TALLYD_DPC_PROBE, on_ping, 0) != 0)
+		done(d, dp);
 }
 
 void
 tallyd_dpc_poll(struct tallyd *d)
 {
-	struct tallyd_dpc_poll *p = tallyd_dpc_poll_state(d->dpc);
-
-	if (p->running)
-		return;
-	p->running = true;
-	p->start_seq = tallyd_dpc_seq(d->dpc);
-	p->after = 0;
-	memset(p->seen, 0, sizeof(p->seen));
-	/* Every time: a restarted tally-dp may have another port range. */
-	if (tallyd_dpc_request(d, json_pack("{s:s}", "cmd", "ping"), NULL,
-			TALLYD_DPC_PROBE, on_ping, 0) != 0)
-		done(d);
+	for (unsigned int dp = 0; dp < d->ndps; dp++)
+		poll_one(d, dp);
 }

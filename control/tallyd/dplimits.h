@@ -29,8 +29,11 @@ struct tallyd_dp_limits {
 					 * (ping's roce.pmtu); 0: no RoCEv2 */
 };
 
-/* Takes the limits from a ping reply (borrowed); keys it lacks stay 0. */
-void tallyd_limits_from_ping(struct tallyd *d, json_t *ping);
+/*
+ * Takes a dataplane's limits from its ping reply (borrowed); keys it
+ * lacks stay 0.
+ */
+void tallyd_limits_from_ping(struct tallyd_dp_limits *l, json_t *ping);
 
 /* The encodings (TALLY_ENC_BIT mask) j's codec sends at full length. */
 unsigned int tallyd_limits_encs(const struct tallyd_job *j);
@@ -44,7 +47,8 @@ unsigned int tallyd_limits_rdma_elems(const struct tallyd *d,
 	const struct tallyd_job *j);
 
 /*
- * Whether tally-dp, as its last ping described it, can serve job j:
+ * Whether each tally-dp j spans, as its last ping described it, can
+ * serve job j:
  * its memory against the per-job cap, its largest packet against the
  * MTU, and with others (job create) the memory of all tallyd's jobs
  * with j against the budget. Returns 0 (also while the limits are not

@@ -317,8 +317,7 @@ tallyd_cluster_stats(const struct tallyd *d, json_t *o)
 	json_object_set_new(o, "state_leader_node", l != NULL ? l :
 		json_null());
 	json_object_set_new(o, "etcd_up", json_boolean(cl->up));
-	json_object_set_new(o, "dp_live_key", cl->dp_lease != 0 ?
-		json_string(cl->dp_key) : json_null());
+	tallyd_cluster_dp_stats(d, o);
 	json_object_set_new(o, "etcd_requests",
 		json_integer((json_int_t)cl->e->st.requests));
 	json_object_set_new(o, "etcd_failures",

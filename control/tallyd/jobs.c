@@ -115,6 +115,10 @@ tallyd_job_create(struct tallyd *d, const struct tallyd_job *tmpl,
 	j->group_ip = tmpl->group_ip;
 	j->group_port = tmpl->group_port;
 	j->idle_timeout_s = tmpl->idle_timeout_s;
+	/* Its dataplanes (none named: the first). */
+	j->nshards = tmpl->nshards > 0 ? tmpl->nshards : 1;
+	for (unsigned int k = 0; k < j->nshards; k++)
+		j->sh[k].dp = tmpl->nshards > 0 ? tmpl->sh[k].dp : 0;
 	snprintf(j->codec, sizeof(j->codec), "%s", tmpl->codec[0] != '\0' ?
 		tmpl->codec : "fixp");
 	j->created = j->last_active = tallyd_wall_s();
@@ -153,8 +157,7 @@ tallyd_job_free(struct tallyd *d, struct tallyd_job *j)
 			d->njobs--;
 			break;
 		}
-	if (d->dpc != NULL)
-		tallyd_dpc_forget(d, j);
+	tallyd_dpc_forget(d, j);
 	sodium_memzero(j->token_hash, sizeof(j->token_hash));
 	free(j);
 }
@@ -204,11 +207,17 @@ void
 tallyd_job_counters(const struct tallyd_job *j, struct tallyd_ctr *c)
 {
 	const uint64_t *b = (const uint64_t *)(const void *)&j->base;
-	const uint64_t *l = (const uint64_t *)(const void *)&j->last;
 	uint64_t *o = (uint64_t *)(void *)c;
 
 	for (size_t i = 0; i < TALLYD_NCTR; i++)
-		o[i] = b[i] + l[i];
+		o[i] = b[i];
+	for (unsigned int k = 0; k < j->nshards; k++) {
+		const uint64_t *l = (const uint64_t *)(const void *)
+			&j->sh[k].last;
+
+		for (size_t i = 0; i < TALLYD_NCTR; i++)
+			o[i] += l[i];
+	}
 }
 
 static json_t *
@@ -317,7 +326,7 @@ tallyd_stats_json(const struct tallyd *d)
 		"join_failures", jf,
 		"ctl_requests", (json_int_t)d->st.ctl_requests,
 		"ctl_errors", (json_int_t)d->st.ctl_errors,
-		"dp_up", tallyd_dpc_up(d->dpc),
+		"dp_up", tallyd_dps_up(d),
 		"dp_reprograms", (json_int_t)d->st.dp_reprograms,
 		"dp_errors", (json_int_t)d->st.dp_errors);
 	if (o == NULL)
@@ -354,26 +363,45 @@ tallyd_job_delete_start(struct tallyd *d, struct tallyd_job *j,
 	j->drain_waiter = waiter;
 	j->drain_deadline_ms = tallyd_now_ms() + d->conf.drain_timeout_ms;
 	/* The next poll must see the counters still before it counts. */
-	j->moved = true;
+	for (unsigned int k = 0; k < j->nshards; k++)
+		j->sh[k].moved = true;
 	tallyd_rdv_fail_job(d, j, ECANCELED, TALLYD_JF_DRAINING,
 		"job '%s' is being deleted", j->name);
 	tallyd_job_delete_step(d, tallyd_now_ms());
 }
 
-/* Whether draining j may be forgotten now (else: later, or on a reply). */
+/*
+ * Whether draining j may be forgotten now (else: later, or on a reply):
+ * once every shard is out of its tally-dp, or its tally-dp is down.
+ */
 static bool
 delete_ready(struct tallyd *d, struct tallyd_job *j, int64_t now)
 {
-	bool up = tallyd_dpc_up(d->dpc), late = now >= j->drain_deadline_ms;
+	bool late = now >= j->drain_deadline_ms, ready = true;
+	unsigned int k;
 
 	if (tallyd_dpc_busy(j))
 		return false;		/* its reply steps again */
-	if (!j->in_dp || !up)
+	for (k = 0; k < j->nshards; k++) {
+		struct tallyd_shard *sh = &j->sh[k];
+
+		if (!sh->in_dp || !tallyd_dpc_up(d->dps[sh->dp].dpc))
+			continue;
+		if (sh->moved && !late)
+			return false;
+		ready = false;
+	}
+	if (ready)
 		return true;
-	if (j->moved && !late)
-		return false;
-	/* Queued: its reply steps again, with j no longer in_dp. */
-	return tallyd_dpc_remove(d, j) != 0;
+	/* Queued: their replies step again, with the shards not in_dp. */
+	for (k = 0; k < j->nshards; k++) {
+		struct tallyd_shard *sh = &j->sh[k];
+
+		if (sh->in_dp && tallyd_dpc_up(d->dps[sh->dp].dpc) &&
+				tallyd_dpc_remove(d, j, sh) != 0)
+			return true;
+	}
+	return false;
 }
 
 void
@@ -408,7 +436,7 @@ tallyd_job_delete_finish(struct tallyd *d, struct tallyd_job *j)
 	j->drain_waiter = NULL;
 	snprintf(why, sizeof(why), "job '%s' not deleted: %s", j->name,
 		d->sf.error);
-	tallyd_log("%s; it stays%s", why, j->has_members && !j->in_dp ?
+	tallyd_log("%s; it stays%s", why, j->has_members && !j->sh[0].in_dp ?
 		", and its membership goes back into tally-dp" : "");
 	if (w != NULL)
 		tallyd_ctl_reply(d, w, json_pack("{s:i, s:s}", "errno", -ret,

@@ -25,9 +25,8 @@ get_u64(json_t *o, const char *key)
 }
 
 void
-tallyd_limits_from_ping(struct tallyd *d, json_t *ping)
+tallyd_limits_from_ping(struct tallyd_dp_limits *l, json_t *ping)
 {
-	struct tallyd_dp_limits *l = &d->dp_limits;
 	uint64_t mtu = get_u64(ping, "mtu");
 
 	l->mtu = mtu <= 65535 ? (unsigned int)mtu : 0;
@@ -77,17 +76,28 @@ mib(uint64_t bytes)
 	return (double)bytes / (1024.0 * 1024.0);
 }
 
-/* Memory of tallyd's jobs but skip, as tally-dp will hold them. */
+/*
+ * Memory of tallyd's jobs but skip at dataplane dp (those with a shard
+ * there: each shard holds the whole window), as tally-dp will hold them.
+ */
 static uint64_t
-jobs_mem(const struct tallyd *d, const struct tallyd_job *skip)
+jobs_mem(const struct tallyd *d, const struct tallyd_job *skip,
+	unsigned int dp)
 {
 	uint64_t sum = 0;
 
-	for (const struct tallyd_job *o = d->jobs; o != NULL; o = o->next)
-		if (o != skip)
+	for (struct tallyd_job *o = d->jobs; o != NULL; o = o->next)
+		if (o != skip && tallyd_job_shard(o, dp) != NULL)
 			sum += tally_job_mem(o->window, o->max_elems,
 				o->world, o->auth);
 	return sum;
+}
+
+/* The limits of j's first shard's dataplane (an RDMA job has one). */
+static const struct tallyd_dp_limits *
+first_limits(const struct tallyd *d, const struct tallyd_job *j)
+{
+	return &d->dps[j->nshards > 0 ? j->sh[0].dp : 0].limits;
 }
 
 unsigned int
@@ -96,10 +106,10 @@ tallyd_limits_rdma_elems(const struct tallyd *d, const struct tallyd_job *j)
 	unsigned int encs = tallyd_limits_encs(j) |
 		(j->auth ? TALLY_ENC_AUTH : 0);
 
-	if (d->dp_limits.roce_pmtu == 0)
+	if (first_limits(d, j)->roce_pmtu == 0)
 		return 0;
 	/* A message is what a UDP payload would be: the same formula. */
-	return tally_job_max_elems(d->dp_limits.roce_pmtu +
+	return tally_job_max_elems(first_limits(d, j)->roce_pmtu +
 		TALLY_IPV4_UDP_LEN, encs, j->narrow);
 }
 
@@ -145,11 +155,12 @@ check_mtu(const struct tallyd_dp_limits *l, const struct tallyd_job *j,
 		l->mtu, tally_job_max_elems(l->mtu, encs, j->narrow));
 }
 
-int
-tallyd_limits_check(const struct tallyd *d, const struct tallyd_job *j,
+/* tallyd_limits_check() at one dataplane, dp. */
+static int
+check_dp(const struct tallyd *d, const struct tallyd_job *j, unsigned int dp,
 	bool others, char *why, size_t wlen)
 {
-	const struct tallyd_dp_limits *l = &d->dp_limits;
+	const struct tallyd_dp_limits *l = &d->dps[dp].limits;
 	uint64_t mem = tally_job_mem(j->window, j->max_elems, j->world,
 		j->auth), used;
 
@@ -164,13 +175,24 @@ tallyd_limits_check(const struct tallyd *d, const struct tallyd_job *j,
 		return -EMSGSIZE;
 	if (!others || l->mem_budget == 0)
 		return 0;
-	used = jobs_mem(d, j);
+	used = jobs_mem(d, j, dp);
 	if (mem > l->mem_budget || used > l->mem_budget - mem)
 		return fail(ENOMEM, why, wlen, "job '%s' needs %.1f MiB at "
 			"tally-dp; the other jobs take %.1f of its %.1f MiB "
 			"(tally-dp --mem-budget)", j->name, mib(mem), mib(used),
 			mib(l->mem_budget));
 	return 0;
+}
+
+int
+tallyd_limits_check(const struct tallyd *d, const struct tallyd_job *j,
+	bool others, char *why, size_t wlen)
+{
+	int ret = 0;
+
+	for (unsigned int k = 0; ret == 0 && k < j->nshards; k++)
+		ret = check_dp(d, j, j->sh[k].dp, others, why, wlen);
+	return ret;
 }
 
 void

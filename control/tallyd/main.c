@@ -83,7 +83,7 @@ render_metrics(void *arg)
 
 	for (j = d->jobs; j != NULL; j = j->next)
 		json_array_append_new(jobs, tallyd_job_json(j, false));
-	text = tallyd_metrics_render(st, jobs, d->dp_stats);
+	text = tallyd_metrics_render(st, jobs, d->dps[0].stats);
 	json_decref(st);
 	json_decref(jobs);
 	return text;
@@ -152,7 +152,7 @@ sigfd_open(void)
 static void
 run(struct tallyd *d, int sfd)
 {
-	unsigned int max_poll = 4 + 64 + tallyd_rdv_cap(d) + 1;
+	unsigned int max_poll = 4 + 64 + tallyd_rdv_cap(d) + d->ndps;
 	struct pollfd *p = calloc(max_poll, sizeof(*p));
 	int64_t next_poll = 0;
 
@@ -202,10 +202,11 @@ run(struct tallyd *d, int sfd)
 		}
 		nctl = tallyd_ctl_pollfds(d, p + n, max_poll - n);
 		n += nctl;
-		nrdv = tallyd_rdv_pollfds(d, p + n, max_poll - n - 1);
+		nrdv = tallyd_rdv_pollfds(d, p + n, max_poll - n - d->ndps);
 		n += nrdv;
 		idp = n;
-		tallyd_dpc_pollfd(d, &p[n++]);
+		for (i = 0; i < d->ndps; i++)
+			tallyd_dpc_pollfd(d, i, &p[n++]);
 		timeout = wait < 0 ? 0 : (int)wait;
 		if (poll(p, n, timeout) < 0) {
 			if (errno == EINTR)
@@ -234,8 +235,9 @@ run(struct tallyd *d, int sfd)
 		for (; i < 4 + nctl + nrdv; i++)
 			if (p[i].revents)
 				tallyd_rdv_event(d, p[i].fd, p[i].revents);
-		if (p[idp].revents)
-			tallyd_dpc_event(d, p[idp].revents);
+		for (i = 0; i < d->ndps; i++)
+			if (p[idp + i].revents)
+				tallyd_dpc_event(d, i, p[idp + i].revents);
 	}
 	free(p);
 }
@@ -341,14 +343,15 @@ main(int argc, char **argv)
 		fprintf(stderr, "tallyd: %s\n", why);
 		return 2;
 	}
-	if (tallyd_state_load(&d, why, sizeof(why)) != 0) {
+	/* The dataplanes first: a job's shards name them (dps.c). */
+	if (tallyd_dps_open(&d, why, sizeof(why)) != 0 ||
+			tallyd_state_load(&d, why, sizeof(why)) != 0) {
 		fprintf(stderr, "tallyd: %s\n", why);
 		status = 1;
 		goto out;
 	}
-	d.dpc = tallyd_dpc_create(d.conf.dp_admin);
 	sfd = sigfd_open();
-	if (d.dpc == NULL || sfd < 0) {
+	if (sfd < 0) {
 		fprintf(stderr, "tallyd: %s\n", strerror(errno));
 		status = 1;
 		goto out;
@@ -394,7 +397,6 @@ out:
 	tallyd_cluster_close(&d);
 	while (d.jobs != NULL)
 		tallyd_job_free(&d, d.jobs);
-	tallyd_dpc_destroy(d.dpc);
-	json_decref(d.dp_stats);
+	tallyd_dps_close(&d);
 	return status;
 }

@@ -227,6 +227,29 @@ authorize(struct tallyd *d, struct tallyd_rdv_conn *c,
 	return NULL;
 }
 
+/*
+ * PARAMS' dataplane: the first shard's address and ports, and for a
+ * sharded job every shard's ("shards", in slot order). Returns -1, or
+ * the index of a dataplane whose address is not known yet.
+ */
+static int
+params_shards(struct tallyd *d, const struct tallyd_job *j,
+	struct tally_rdv_msg *p)
+{
+	for (unsigned int k = 0; k < j->nshards; k++) {
+		struct tally_rdv_shard *s = &p->shards[k];
+
+		if (tallyd_dpc_endpoint(d, j->sh[k].dp, &s->ip, &s->port,
+				&s->nports) != 0)
+			return (int)j->sh[k].dp;
+	}
+	p->dp_ip = p->shards[0].ip;
+	p->dp_port = p->shards[0].port;
+	p->dp_nports = p->shards[0].nports;
+	p->nshards = j->nshards > 1 ? (uint16_t)j->nshards : 0;
+	return -1;
+}
+
 static void
 on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	const struct tally_rdv_msg *m)
@@ -254,10 +277,10 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	if (j->joiners[m->rank] != NULL)
 		return tallyd_rdv_fail(d, c, EEXIST, TALLYD_JF_DUPLICATE_RANK,
 			"rank %u already joined job '%s'", m->rank, m->job);
-	if (tallyd_dpc_endpoint(d, &p.dp_ip, &p.dp_port, &p.dp_nports) != 0)
+	if ((err = params_shards(d, j, &p)) >= 0)
 		return tallyd_rdv_fail(d, c, EHOSTDOWN, TALLYD_JF_DP_DOWN,
-			"the dataplane (tally-dp) is not reachable, and its "
-			"address is not known yet");
+			"the dataplane (tally-dp%s) is not reachable, and its "
+			"address is not known yet", tallyd_dp_label(d, err));
 	p.job_id = j->id;
 	p.window = j->window;
 	p.max_elems = j->max_elems;
@@ -266,7 +289,7 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	p.group_ip = j->group_ip;
 	p.group_port = j->group_port;
 	strcpy(p.codec, j->codec);
-	if (j->rdma && tallyd_dpc_qpns(d, p.qpns, &p.nqpns) != 0)
+	if (j->rdma && tallyd_dpc_qpns(d, j->sh[0].dp, p.qpns, &p.nqpns) != 0)
 		return tallyd_rdv_fail(d, c, EPROTONOSUPPORT,
 			TALLYD_JF_DP_DOWN, "job '%s' runs over RDMA, and the "
 			"dataplane (tally-dp) offers no RoCEv2 QPNs", j->name);

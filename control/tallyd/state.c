@@ -50,7 +50,7 @@ ctr_load(json_t *o, struct tallyd_ctr *c)
 }
 
 json_t *
-tallyd_state_job_json(const struct tallyd_job *j)
+tallyd_state_job_json(const struct tallyd *d, const struct tallyd_job *j)
 {
 	char hash[65], tok[17];
 	json_t *o;
@@ -67,9 +67,13 @@ tallyd_state_job_json(const struct tallyd_job *j)
 		"token_hash", hash, "created", (json_int_t)j->created,
 		"last_active", (json_int_t)j->last_active,
 		"counters_base", ctr_json(&j->base),
-		"counters_last", ctr_json(&j->last));
+		"counters_last", ctr_json(&j->sh[0].last));
 	if (o == NULL)
 		return NULL;
+	/* A job on other dataplanes than the first alone (dps.c). */
+	if (j->nshards > 1 || j->sh[0].dp != 0)
+		json_object_set_new(o, "shards", tallyd_shards_json(d, j,
+			false));
 	json_object_set_new(o, "epoch", json_integer(j->epoch));
 	if (j->auth) {
 		/* The job's secret: the state file is tallyd's alone (0600). */
@@ -133,7 +137,7 @@ state_text(const struct tallyd *d, const struct tallyd_job *skip)
 
 	for (j = d->jobs; j != NULL; j = j->next)
 		if (j != skip && json_array_append_new(jobs,
-				tallyd_state_job_json(j)) != 0) {
+				tallyd_state_job_json(d, j)) != 0) {
 			json_decref(jobs);
 			return NULL;
 		}
@@ -322,21 +326,21 @@ tallyd_state_stats(const struct tallyd *d, json_t *o)
 }
 
 int
-tallyd_state_parse_job(json_t *o, struct tallyd_job *j, char *why,
-	size_t wlen)
+tallyd_state_parse_job(struct tallyd *d, json_t *o, struct tallyd_job *j,
+	char *why, size_t wlen)
 {
 	json_int_t id, world, window, elems, gip, gport, idle, created, last;
 	json_int_t epoch = 0, qkey = -1;
 	int narrow;
 	const char *name, *hash, *wtok = NULL, *codec = "fixp", *asec = NULL;
 	struct tally_codec cc;
-	json_t *members = NULL, *base = NULL, *lst = NULL;
+	json_t *members = NULL, *base = NULL, *lst = NULL, *shards = NULL;
 	json_error_t err;
 	size_t n = 0;
 
 	if (json_unpack_ex(o, &err, 0, "{s:s, s:I, s:I, s:I, s:I, s:b, s:I, "
 			"s:I, s:I, s:s, s:I, s:I, s?I, s?o, s?s, s?o, s?o, s?s, "
-			"s?s, s?I}",
+			"s?s, s?I, s?o}",
 			"name", &name, "id", &id, "world", &world,
 			"window", &window, "max_elems", &elems,
 			"narrow", &narrow, "group_ip", &gip,
@@ -346,7 +350,7 @@ tallyd_state_parse_job(json_t *o, struct tallyd_job *j, char *why,
 			"members", &members, "wire_token", &wtok,
 			"counters_base", &base, "counters_last", &lst,
 			"codec", &codec, "auth_secret", &asec,
-			"qkey", &qkey) != 0) {
+			"qkey", &qkey, "shards", &shards) != 0) {
 		snprintf(why, wlen, "a job: %s", err.text);
 		return -EINVAL;
 	}
@@ -427,8 +431,8 @@ tallyd_state_parse_job(json_t *o, struct tallyd_job *j, char *why,
 	if (base != NULL)
 		ctr_load(base, &j->base);
 	if (lst != NULL)
-		ctr_load(lst, &j->last);
-	return 0;
+		ctr_load(lst, &j->sh[0].last);
+	return tallyd_shards_load(d, j, shards, why, wlen);
 }
 
 /* One job of the file into d; a name or an id twice is an error. */
@@ -440,7 +444,7 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 
 	if (j == NULL)
 		return -ENOMEM;
-	ret = tallyd_state_parse_job(o, j, why, wlen);
+	ret = tallyd_state_parse_job(d, o, j, why, wlen);
 	if (ret == 0 && (tallyd_job_find(d, j->name) != NULL ||
 			tallyd_job_find_id(d, j->id) != NULL)) {
 		snprintf(why, wlen, "job '%s': a name or id twice", j->name);

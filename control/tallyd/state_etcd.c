@@ -95,9 +95,9 @@ range_req(const char *key, bool prefix)
 
 /* The text of a job: its state object, compact and sorted. */
 static char *
-job_text(const struct tallyd_job *j)
+job_text(const struct tallyd *d, const struct tallyd_job *j)
 {
-	json_t *o = tallyd_state_job_json(j);
+	json_t *o = tallyd_state_job_json(d, j);
 	char *t = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) :
 		NULL;
 
@@ -107,7 +107,8 @@ job_text(const struct tallyd_job *j)
 
 /*
  * Takes a parsed job's values into j, keeping what only this tallyd
- * knows: the ranks at its barrier, its requests at tally-dp, a deletion.
+ * knows: the ranks at its barrier, its requests at each tally-dp (by
+ * dataplane: a shard the new value still has), a deletion.
  */
 static void
 take_job(struct tallyd_job *j, const struct tallyd_job *n)
@@ -119,10 +120,17 @@ take_job(struct tallyd_job *j, const struct tallyd_job *n)
 	j->njoined = keep.njoined;
 	j->form_deadline_ms = keep.form_deadline_ms;
 	j->program_pending = keep.program_pending;
-	j->in_dp = keep.in_dp;
-	j->moved = keep.moved;
-	j->dp_op = keep.dp_op;
-	j->dp_opseq = keep.dp_opseq;
+	for (unsigned int k = 0; k < j->nshards; k++) {
+		struct tallyd_shard *was = tallyd_job_shard(&keep,
+			j->sh[k].dp);
+
+		if (was == NULL)
+			continue;
+		j->sh[k].in_dp = was->in_dp;
+		j->sh[k].moved = was->moved;
+		j->sh[k].op = was->op;
+		j->sh[k].opseq = was->opseq;
+	}
 	j->draining = keep.draining;
 	j->drain_deadline_ms = keep.drain_deadline_ms;
 	j->drain_waiter = keep.drain_waiter;
@@ -172,7 +180,7 @@ merge_kv(struct tallyd *d, json_t *kv, bool may_free)
 		goto out;
 	}
 	o = json_loads(val, JSON_REJECT_DUPLICATES, NULL);
-	if (o == NULL || tallyd_state_parse_job(o, &n, why,
+	if (o == NULL || tallyd_state_parse_job(d, o, &n, why,
 			sizeof(why)) != 0 || strcmp(n.name, name) != 0) {
 		tallyd_log("etcd key %s: not a job: %s", key, o == NULL ?
 			"not JSON" : why);
@@ -196,7 +204,7 @@ merge_kv(struct tallyd *d, json_t *kv, bool may_free)
 	if (n.epoch > d->next_epoch)
 		d->next_epoch = n.epoch;
 	if (j != NULL) {
-		char *t = job_text(j);
+		char *t = job_text(d, j);
 
 		kv_set(cl, name, rev, t != NULL ? t : val);
 		free(t);
@@ -326,11 +334,11 @@ struct batch {
 
 /* Adds j's put to b if its text changed. */
 static int
-batch_job(struct tallyd_cluster *cl, struct batch *b,
-	const struct tallyd_job *j)
+batch_job(struct tallyd *d, struct batch *b, const struct tallyd_job *j)
 {
+	struct tallyd_cluster *cl = d->cl;
 	struct tallyd_kv *kv = kv_find(cl, j->name);
-	char *t = job_text(j);
+	char *t = job_text(d, j);
 
 	if (t == NULL)
 		return -ENOMEM;
@@ -359,7 +367,7 @@ batch_fill(struct tallyd *d, struct batch *b, const struct tallyd_job *skip)
 	int ret;
 
 	for (j = d->jobs; j != NULL; j = j->next)
-		if (j != skip && (ret = batch_job(cl, b, j)) != 0)
+		if (j != skip && (ret = batch_job(d, b, j)) != 0)
 			return ret;
 	for (kv = cl->kvs; kv != NULL; kv = kv->next) {
 		j = tallyd_job_find(d, kv->name);

@@ -31,6 +31,18 @@
 #include "rdv/msg.h"
 #include "dplimits.h"
 
+/* Dataplanes (tally-dp hosts) one tallyd drives, and one job spans. */
+#define TALLYD_MAX_DPS		16
+#define TALLYD_MAX_SHARDS	8
+#define TALLYD_DP_NAME_MAX	31	/* characters of a dataplane's name */
+
+/* A "dataplane = NAME ADMIN [ADDRESS]" line (conf.c). */
+struct tallyd_conf_dp {
+	char name[TALLYD_DP_NAME_MAX + 1];
+	char admin[108];
+	char address[16];		/* "" = ask tally-dp */
+};
+
 /* The configuration file's keys (docs/control.md). */
 struct tallyd_conf {
 	char control_socket[108];
@@ -49,6 +61,9 @@ struct tallyd_conf {
 	unsigned int state_lease_s;	/* etcd: the leader's lease TTL */
 	char dp_admin[108];
 	char dp_address[16];		/* "" = ask tally-dp */
+	char dp_name[TALLYD_DP_NAME_MAX + 1]; /* dp_admin's dataplane */
+	unsigned int ndataplanes;	/* more dataplanes ("dataplane") */
+	struct tallyd_conf_dp dataplanes[TALLYD_MAX_DPS - 1];
 	unsigned int dp_poll_ms;
 	unsigned int join_timeout_s;
 	unsigned int idle_timeout_s;
@@ -130,6 +145,19 @@ struct tallyd_dp_op {
 	uint64_t token;
 };
 
+/*
+ * A job at one dataplane (a shard): its chain of requests there, and the
+ * counters tally-dp reports for it there.
+ */
+struct tallyd_shard {
+	unsigned int dp;		/* index in d->dps */
+	struct tallyd_ctr last;		/* tally-dp's latest reading */
+	bool in_dp;			/* tally-dp had it at the last poll */
+	bool moved;			/* counters changed at the last poll */
+	struct tallyd_dp_op op;		/* the chain (dpc_ops.c) */
+	uint64_t opseq;			/* tallyd_dpc_seq() at its last request */
+};
+
 struct tallyd_job {
 	char name[TALLY_RDV_NAME_MAX + 1];
 	uint16_t id;			/* at the dataplane */
@@ -164,13 +192,15 @@ struct tallyd_job {
 
 	/* Counters: base folds in what earlier tally-dp lives counted. */
 	struct tallyd_ctr base;
-	struct tallyd_ctr last;		/* tally-dp's latest reading */
-	bool in_dp;			/* tally-dp had it at the last poll */
-	bool moved;			/* counters changed at the last poll */
 
-	/* tally-dp's side (dpc_ops.c): the chain of requests about j. */
-	struct tallyd_dp_op dp_op;
-	uint64_t dp_opseq;		/* tallyd_dpc_seq() at its last request */
+	/*
+	 * Its shards: the dataplanes it spans (slot s at sh[s % nshards]),
+	 * each programmed with the same membership and wire token.
+	 */
+	unsigned int nshards;
+	struct tallyd_shard sh[TALLYD_MAX_SHARDS];
+	int prog_left;			/* shards a barrier's program awaits */
+	int prog_err;			/* its first failure */
 
 	/* Deletion. */
 	bool draining;
@@ -239,6 +269,16 @@ struct tallyd_dpc;
 struct tallyd_http;
 struct tallyd_cluster;
 
+/* One tally-dp that tallyd drives (dps.c). */
+struct tallyd_dp {
+	char name[TALLYD_DP_NAME_MAX + 1];
+	char label[TALLYD_DP_NAME_MAX + 2]; /* " NAME" */
+	char address[16];		/* "" = ask tally-dp */
+	struct tallyd_dpc *dpc;		/* its admin socket */
+	json_t *stats;			/* its last "stats", or NULL */
+	struct tallyd_dp_limits limits;	/* its last ping's (limits.c) */
+};
+
 struct tallyd {
 	struct tallyd_conf conf;
 	int64_t started;		/* Unix seconds */
@@ -247,9 +287,8 @@ struct tallyd {
 	uint32_t next_epoch;
 	struct tallyd_stats st;
 
-	struct tallyd_dpc *dpc;		/* tally-dp's admin socket */
-	json_t *dp_stats;		/* its last "stats", or NULL */
-	struct tallyd_dp_limits dp_limits; /* its last ping's (limits.c) */
+	struct tallyd_dp dps[TALLYD_MAX_DPS]; /* dps[0]: dp_admin's */
+	unsigned int ndps;
 
 	int ctl_fd;			/* control socket listener */
 	int64_t ctl_rest_until_ms;	/* not polled before: out of descriptors */
@@ -302,7 +341,7 @@ int tallyd_job_token_ok(const struct tallyd_job *j, const char *hex);
 enum tallyd_job_state tallyd_job_state(const struct tallyd_job *j);
 const char *tallyd_job_state_name(enum tallyd_job_state s);
 
-/* Sum of base and last. */
+/* Sum of base and every shard's last. */
 void tallyd_job_counters(const struct tallyd_job *j, struct tallyd_ctr *c);
 
 /* The job object of docs/control.md; members only when with_members. */
@@ -344,34 +383,72 @@ int tallyd_state_load(struct tallyd *d, char *why, size_t wlen);
 void tallyd_state_stats(const struct tallyd *d, json_t *o);
 
 /*
- * dpc.c: tally-dp's admin socket, never waited on: requests are queued
- * and answered through the poll loop (docs/control.md, "tallyd and
- * tally-dp"). tally-dp is "down" from a failed exchange (no connection,
- * a deadline passed) until the next one succeeds.
+ * dps.c: the dataplanes of the configuration, dps[0] from dp_admin and
+ * dp_address (named dp_name), then each "dataplane" line in order.
+ * tallyd_dps_open() makes their clients: 0, or -errno with why.
  */
-struct tallyd_dpc *tallyd_dpc_create(const char *path);
+int tallyd_dps_open(struct tallyd *d, char *why, size_t wlen);
+void tallyd_dps_close(struct tallyd *d);
+/*
+ * How logs name dataplane dp after "tally-dp": "" while tallyd drives
+ * one (the messages of a single tally-dp stay as they were), else " NAME".
+ */
+const char *tallyd_dp_label(const struct tallyd *d, unsigned int dp);
+/* The index of the dataplane called name, or -1. */
+int tallyd_dp_find(const struct tallyd *d, const char *name);
+/* Whether every dataplane is up (the "dp_up" of ping and stats). */
+bool tallyd_dps_up(const struct tallyd *d);
+/* The "dataplanes" array of stats: name, admin socket, up, address. */
+json_t *tallyd_dps_json(struct tallyd *d);
+/* j's shard at dataplane dp, or NULL when j does not span it. */
+struct tallyd_shard *tallyd_job_shard(struct tallyd_job *j, unsigned int dp);
+/*
+ * j's "shards" for job show ([{dataplane, up, in_dp, counters}]), and
+ * for the state file (show false: [{dataplane, counters_last}]).
+ */
+json_t *tallyd_shards_json(const struct tallyd *d,
+	const struct tallyd_job *j, bool show);
+/*
+ * The state file's "shards" of j (NULL: one shard, dps[0]) into j.
+ * Returns 0, or -EINVAL with why for a dataplane the config lacks.
+ */
+int tallyd_shards_load(struct tallyd *d, struct tallyd_job *j, json_t *a,
+	char *why, size_t wlen);
+
+/*
+ * dpc.c: a tally-dp's admin socket, never waited on: requests are queued
+ * and answered through the poll loop (docs/control.md, "tallyd and
+ * tally-dp"). A tally-dp is "down" from a failed exchange (no
+ * connection, a deadline passed) until the next one succeeds. Each
+ * dataplane d->dps[dp] has its own client.
+ */
+struct tallyd_dpc *tallyd_dpc_create(unsigned int dp, const char *path);
 void tallyd_dpc_destroy(struct tallyd_dpc *c);
 bool tallyd_dpc_up(const struct tallyd_dpc *c);
 
 /*
- * The dataplane's address and port range for workers (from the config or
+ * Dataplane dp's address and port range for workers (from the config or
  * tally-dp's ping). Returns 0, or -EHOSTDOWN while tally-dp is unknown.
  */
-int tallyd_dpc_endpoint(struct tallyd *d, uint32_t *ip, uint16_t *port,
-	uint16_t *nports);
+int tallyd_dpc_endpoint(struct tallyd *d, unsigned int dp, uint32_t *ip,
+	uint16_t *port, uint16_t *nports);
 
 /*
- * tally-dp's RoCEv2 QPNs (one per worker lcore, from its info reply)
+ * Dataplane dp's RoCEv2 QPNs (one per worker lcore, from its info reply)
  * into qpns (TALLY_RDV_MAX_QPNS room) and *n: 0, or -EPROTONOSUPPORT
  * when it advertised none.
  */
-int tallyd_dpc_qpns(struct tallyd *d, uint32_t *qpns, uint16_t *n);
+int tallyd_dpc_qpns(struct tallyd *d, unsigned int dp, uint32_t *qpns,
+	uint16_t *n);
 
-/* The admin connection's pollfd (fd -1 while there is none). */
-void tallyd_dpc_pollfd(struct tallyd *d, struct pollfd *p);
+/* Dataplane dp's admin connection's pollfd (fd -1 while there is none). */
+void tallyd_dpc_pollfd(struct tallyd *d, unsigned int dp, struct pollfd *p);
 /* Handles the connection's revents. */
-void tallyd_dpc_event(struct tallyd *d, short revents);
-/* Deadlines and failed requests; returns ms to the next deadline. */
+void tallyd_dpc_event(struct tallyd *d, unsigned int dp, short revents);
+/*
+ * Deadlines and failed requests of every dataplane; returns ms to the
+ * next deadline.
+ */
 int64_t tallyd_dpc_timers(struct tallyd *d, int64_t now);
 /* j is being freed: requests about it go on without it. */
 void tallyd_dpc_forget(struct tallyd *d, struct tallyd_job *j);
@@ -381,27 +458,30 @@ bool tallyd_dpc_busy(const struct tallyd_job *j);
 
 /*
  * Programs the membership (members of j->world ranks, wire token) into
- * tally-dp as job j, replacing what tally-dp holds under j's id; the
- * final counters of the membership it replaces are folded into j's.
- * On success j's members and wire_token become these, has_members true.
- * When done, tallyd_rdv_programmed(d, j, 0 or -errno). Returns 0 (under
- * way), -EBUSY (a chain about j is outstanding) or -ENOMEM.
+ * every shard of j, replacing what each tally-dp holds under j's id;
+ * the final counters of the membership it replaces are folded into j's.
+ * When every shard took it, j's members and wire_token become these,
+ * has_members true. When all are done, tallyd_rdv_programmed(d, j, 0 or
+ * the first -errno). Returns 0 (under way) or -EBUSY (a chain about j
+ * is outstanding).
  */
 int tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
 	const struct tallyd_member *members, uint64_t wire_token);
 
 /*
- * Removes j from tally-dp, folding its final counters into j's; when
- * done, tallyd_job_delete_step() runs. Returns 0 (under way), -EBUSY or
- * -ENOMEM.
+ * Removes j from the tally-dp of shard sh, folding its final counters
+ * into j's; when done, tallyd_job_delete_step() runs. Returns 0 (under
+ * way), -EBUSY or -ENOMEM.
  */
-int tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j);
+int tallyd_dpc_remove(struct tallyd *d, struct tallyd_job *j,
+	struct tallyd_shard *sh);
 
 /*
- * dpc_poll.c: starts a poll (unless one is under way): reads tally-dp's
- * jobs and counters page by page, reconciles its job table with tallyd's
- * (removes what tallyd does not own, programs again what is missing or
- * differs), refreshes d->dp_stats, then retries pending barriers.
+ * dpc_poll.c: starts a poll of every dataplane (unless one is under way
+ * there): reads its jobs and counters page by page, reconciles its job
+ * table with tallyd's shards there (removes what tallyd does not own,
+ * programs again what is missing or differs), refreshes its stats, then
+ * retries pending barriers.
  */
 void tallyd_dpc_poll(struct tallyd *d);
 

@@ -69,6 +69,56 @@ unicast(uint32_t ip)
 }
 
 /*
+ * o's dataplanes (a sharded job's shards, else uc's one) into uc and
+ * the slot-to-stream map (transport.h). 0 or -EINVAL with open_err set.
+ */
+static int
+check_shards(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
+	struct tally_shard_map *m)
+{
+	unsigned int total = 0;
+
+	if (o->nshards == 0 || o->shards == NULL) {
+		*m = (struct tally_shard_map){ .n = 1, .total = uc->dp_nports,
+			.np = { uc->dp_nports } };
+		return 0;
+	}
+	if (o->nshards < 2 || o->nshards > TALLY_MAX_SHARDS)
+		return tally_ctx_open_fail(-EINVAL, "nshards %u is not in "
+			"2..%u", o->nshards, TALLY_MAX_SHARDS);
+	m->n = o->nshards;
+	uc->nshards = o->nshards;
+	for (unsigned int h = 0; h < o->nshards; h++) {
+		const struct tally_shard *s = &o->shards[h];
+		struct tally_udp_shard *u = &uc->shards[h];
+		int rc = parse_ip("shards[].addr", s->addr, &u->ip);
+
+		if (rc == 0 && !unicast(u->ip))
+			rc = tally_ctx_open_fail(-EINVAL, "shard %u's address "
+				"'%s' is not unicast", h, s->addr);
+		if (rc != 0)
+			return rc;
+		u->port = s->port != 0 ? s->port : TALLY_UDP_PORT;
+		u->nports = s->nports != 0 ? s->nports : 1;
+		if (u->port + u->nports - 1 > 65535)
+			return tally_ctx_open_fail(-EINVAL, "shard %u's ports "
+				"run past 65535", h);
+		m->off[h] = (uint16_t)total;
+		m->np[h] = u->nports;
+		total += u->nports;
+	}
+	if (total > UINT16_MAX)
+		return tally_ctx_open_fail(-EINVAL, "the shards have more "
+			"than %u ports", UINT16_MAX);
+	m->total = (uint16_t)total;
+	/* The first shard is the dataplane of everything else (routes). */
+	uc->dp_ip = uc->shards[0].ip;
+	uc->dp_port = uc->shards[0].port;
+	uc->dp_nports = uc->shards[0].nports;
+	return 0;
+}
+
+/*
  * Checks o and fills the transport's conf and ctx's identity and limits
  * (defaults applied). Returns 0 or -EINVAL with open_err set.
  */
@@ -76,7 +126,7 @@ static int
 check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	struct tally_ctx *ctx)
 {
-	int rc;
+	int rc = 0;
 
 	if (o->world == 0 || o->world > TALLY_MAX_WORKERS)
 		return tally_ctx_open_fail(-EINVAL, "world %u is not in 1..%u",
@@ -90,7 +140,11 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	if (o->window > WINDOW_MAX)
 		return tally_ctx_open_fail(-EINVAL, "window %u is above %u", o->window,
 			WINDOW_MAX);
-	rc = parse_ip("dp_addr", o->dp_addr, &uc->dp_ip);
+	/* A sharded job's dataplanes are its shards (check_shards()). */
+	if (o->nshards != 0 && o->shards != NULL && o->dp_addr == NULL)
+		uc->dp_ip = htonl(INADDR_LOOPBACK);
+	else
+		rc = parse_ip("dp_addr", o->dp_addr, &uc->dp_ip);
 	if (rc == 0 && !unicast(uc->dp_ip))
 		rc = tally_ctx_open_fail(-EINVAL, "dp_addr '%s' is not a unicast "
 			"address", o->dp_addr);
@@ -113,7 +167,9 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 		return tally_ctx_open_fail(-EINVAL, "ports %u..%u run past 65535",
 			uc->dp_port, uc->dp_port + uc->dp_nports - 1);
 	uc->bind_port = o->bind_port;
-	ctx->dp_nports = uc->dp_nports;
+	if ((rc = check_shards(o, uc, &ctx->map)) != 0)
+		return rc;
+	ctx->dp_nports = ctx->map.total;
 	ctx->job = o->job;
 	ctx->token = o->token;
 	ctx->rank = o->rank;
@@ -196,7 +252,8 @@ static int
 check_transport(const struct tally_ctx_opts *o)
 {
 	if (o->transport != NULL && strcmp(o->transport, "xdp") == 0)
-		return 2;
+		return o->nshards == 0 ? 2 : tally_ctx_open_fail(-EINVAL,
+			"a sharded job runs over udp only, not xdp");
 	if (o->ifname != NULL || o->queue != 0)
 		return tally_ctx_open_fail(-EINVAL, "ifname and queue are "
 			"options of the xdp transport");
@@ -205,6 +262,9 @@ check_transport(const struct tally_ctx_opts *o)
 	if (strcmp(o->transport, "rdma") != 0)
 		return tally_ctx_open_fail(-EINVAL, "transport '%s': udp, xdp "
 			"or rdma", o->transport);
+	if (o->nshards != 0)
+		return tally_ctx_open_fail(-EINVAL, "a sharded job runs over "
+			"udp only, not %s", o->transport);
 	if (o->dp_nqpns == 0 || o->dp_nqpns > TALLY_VERBS_MAX_QPNS ||
 			o->dp_qpns == NULL)
 		return tally_ctx_open_fail(-EINVAL, "transport rdma needs the "
@@ -275,6 +335,8 @@ open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
 	if (ctx->tp == NULL)
 		return tally_ctx_open_fail(-errno, "rdma: %s", why);
 	ctx->dp_nports = o->dp_nqpns;	/* slots go to QPNs */
+	ctx->map = (struct tally_shard_map){ .n = 1, .total = o->dp_nqpns,
+		.np = { o->dp_nqpns } };
 	return 0;
 }
 

@@ -47,14 +47,18 @@ struct tally_slot {
 
 struct tally_ctx {
 	struct tally_transport *tp;
-	uint16_t dp_nports;		/* the dataplane's ports (lcores) */
+	uint16_t dp_nports;		/* the dataplane's ports (lcores); a
+					 * sharded job's: all its dataplanes'
+					 * (map.total) */
+	struct tally_shard_map map;	/* slot to port ("stream"): its
+					 * dataplane, then its port there */
 	uint32_t *tx_seq;		/* [dp_nports]: the latest sequence
-					 * number sent to each port (flag
+					 * number sent to each stream (flag
 					 * SEQ, docs/protocol.md "Gaps");
 					 * NULL: none sent (rdma, or
 					 * TALLY_GAP=0) */
 	uint32_t *rx_seq;		/* [dp_nports]: the latest result
-					 * number from each port (flag SEQ);
+					 * number from each stream (flag SEQ);
 					 * with tx_seq, in its allocation */
 	uint16_t job;
 	uint64_t token;
@@ -92,6 +96,13 @@ struct tally_ctx {
 	struct tally_ctx_stats st;
 	char err[TALLY_CTX_ERR_LEN];
 };
+
+/* The stream (a dataplane's port) slot s goes to: tx_seq's index. */
+static inline unsigned int
+tally_lib_stream(const struct tally_ctx *ctx, unsigned int s)
+{
+	return tally_shard_stream(&ctx->map, s);
+}
 
 /*
  * Records an error: formats the message into ctx->err and returns rc (a

@@ -381,6 +381,30 @@ transport_from_params(const struct tally_rdv_msg *p, const char *want,
 	return 0;
 }
 
+/*
+ * A sharded job's dataplanes (params' "shards") into o, their addresses
+ * written to addrs and the list to sh (both the caller's, alive while o
+ * is used).
+ */
+static void
+shards_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
+	char addrs[][INET_ADDRSTRLEN], struct tally_shard *sh)
+{
+	o->shards = NULL;
+	o->nshards = 0;
+	if (p->nshards == 0)
+		return;
+	for (unsigned int h = 0; h < p->nshards; h++) {
+		struct in_addr a = { .s_addr = htonl(p->shards[h].ip) };
+
+		inet_ntop(AF_INET, &a, addrs[h], INET_ADDRSTRLEN);
+		sh[h] = (struct tally_shard){ addrs[h], p->shards[h].port,
+			p->shards[h].nports };
+	}
+	o->shards = sh;
+	o->nshards = p->nshards;
+}
+
 /* Options of the context toward the dataplane that params names. */
 static int
 ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
@@ -430,17 +454,20 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 {
 	char dp_ip[INET_ADDRSTRLEN], src[INET_ADDRSTRLEN];
 	char group[INET_ADDRSTRLEN];
+	char addrs[TALLY_RDV_MAX_SHARDS][INET_ADDRSTRLEN];
+	struct tally_shard sh[TALLY_RDV_MAX_SHARDS];
 	struct tally_ctx *ctx = NULL;
 	struct tally_rdv_msg m;
 	uint32_t lip;
 	uint16_t lport;
 	int rc;
 
+	shards_from_params(p, o, addrs, sh);
 	if ((rc = ctx_from_params(p, o, rank, world, dp_ip, src, group)) != 0 ||
 			(rc = check_path_mtu(p->dp_ip, p->dp_port, o->codec,
 				o->narrow, p->auth, o->elems)) != 0 ||
 			(rc = tally_ctx_open(o, &ctx)) != 0)
-		return rc;
+		goto out;
 	rc = tally_transport_local(ctx->tp, &lip, &lport);
 	if (rc != 0) {
 		tally_ctx_open_fail(rc, "local address: %s", strerror(-rc));
@@ -473,6 +500,8 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 	*out = ctx;
 	ctx = NULL;
 out:
+	o->shards = NULL;	/* sh[] and addrs[] end here */
+	o->nshards = 0;
 	tally_ctx_close(ctx);
 	return rc;
 }

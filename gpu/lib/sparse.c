@@ -104,13 +104,14 @@ flush(struct srun *run)
 static int
 join_bundle(struct srun *run, uint16_t s)
 {
-	uint16_t np = run->ctx->dp_nports;
+	unsigned int st = tally_lib_stream(run->ctx, s);
 
 	for (unsigned int i = 0; i < run->ntx; i++) {
 		struct tally_tx_pkt *p = &run->tx[i];
 		size_t len = p->iov[0].iov_len;
 
-		if (p->iov[1].iov_len != 0 || p->slot % np != s % np ||
+		if (p->iov[1].iov_len != 0 ||
+				tally_lib_stream(run->ctx, p->slot) != st ||
 				len == TALLY_BUNDLE_MAX * run->stride)
 			continue;
 		memcpy(run->bundle[i] + len, run->st[s].hdr, TALLY_HDR_LEN);

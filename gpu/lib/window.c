@@ -202,7 +202,7 @@ start_chunk(struct run *run, uint16_t s, uint32_t c, uint64_t now)
 		h.status = chunk_owner(run, c);
 	if (ctx->tx_seq != NULL) {	/* docs/protocol.md, "Gaps" */
 		h.flags |= TALLY_F_SEQ;
-		h.next_block = ++ctx->tx_seq[s % ctx->dp_nports];
+		h.next_block = ++ctx->tx_seq[tally_lib_stream(ctx, s)];
 	}
 
 	if (run->r->encode != NULL)
@@ -344,17 +344,18 @@ static void
 take_gap(struct run *run, const struct tally_hdr *h)
 {
 	struct tally_ctx *ctx = run->ctx;
-	uint16_t np = ctx->dp_nports;
 	uint64_t now = tally_lib_now_ns();
-	unsigned int n = 0;
+	unsigned int n = 0, st;
 
 	ctx->st.gap_nacks++;
 	if (ctx->tx_seq == NULL || h->slot >= ctx->window)
 		return;
-	for (uint32_t s = h->slot % np; s < ctx->window; s += np) {
+	/* The slots of the NACK's stream: the same dataplane and port. */
+	st = tally_lib_stream(ctx, h->slot);
+	for (uint32_t s = 0; s < ctx->window; s++) {
 		struct tally_slot *slot = &ctx->slots[s];
 
-		if (!slot->busy || !(slot->hdr[4] & TALLY_F_SEQ) ||
+		if (tally_lib_stream(ctx, s) != st || !slot->busy || !(slot->hdr[4] & TALLY_F_SEQ) ||
 				tally_ld_be32(slot->hdr + 28) - h->next_block >=
 				h->count ||
 				!tally_retx_gap(&ctx->retx, s, now))
@@ -383,7 +384,7 @@ static void
 result_seq(struct run *run, const struct tally_hdr *h, uint64_t now)
 {
 	struct tally_ctx *ctx = run->ctx;
-	uint32_t *last = &ctx->rx_seq[h->slot % ctx->dp_nports];
+	uint32_t *last = &ctx->rx_seq[tally_lib_stream(ctx, h->slot)];
 	uint32_t num = h->next_block & 0xffff, prev = h->next_block >> 16;
 	uint32_t d = (num - *last) & 0xffff;
 	struct tally_slot *slot;

@@ -8,9 +8,10 @@
  * (verbs.c, RoCEv2 UD SENDs: docs/rdma.md) implement them; a DPDK port
  * fits behind the same ops (the pieces become mbuf segments).
  *
- * A transport talks to one dataplane: it picks the destination of each
- * packet from its slot (the dataplane steers slots to lcores by UDP port,
- * or by QPN for RDMA), and hands up only packets from the dataplane.
+ * A transport talks to one dataplane (UDP: or to the several of a
+ * sharded job): it picks the destination of each packet from its slot
+ * (the dataplane steers slots to lcores by UDP port, or by QPN for
+ * RDMA), and hands up only packets from the dataplane(s).
  */
 #ifndef TALLY_TRANSPORT_TRANSPORT_H
 #define TALLY_TRANSPORT_TRANSPORT_H
@@ -135,12 +136,50 @@ tally_transport_destroy(struct tally_transport *tp)
 		tp->ops->destroy(tp);
 }
 
+/*
+ * Where each slot's packets go when a job spans several dataplanes (a
+ * sharded job, docs/scale-out.md): slot s belongs to dataplane
+ * s % n, and within it to port s % np[that one]. The streams (a
+ * dataplane's port each) are numbered dataplane by dataplane: off[h] is
+ * the first of dataplane h's. One dataplane (n 1) is the plain case:
+ * slot s to port s % np[0].
+ */
+#define TALLY_MAX_SHARDS	8
+
+struct tally_shard_map {
+	uint16_t n;				/* dataplanes, 1..8 */
+	uint16_t total;				/* streams: the sum of np */
+	uint16_t off[TALLY_MAX_SHARDS];
+	uint16_t np[TALLY_MAX_SHARDS];
+};
+
+/* The stream (0 .. total - 1) that slot goes to. */
+static inline unsigned int
+tally_shard_stream(const struct tally_shard_map *m, unsigned int slot)
+{
+	unsigned int h = slot % m->n;
+
+	return m->off[h] + slot % m->np[h];
+}
+
+/* One dataplane of a sharded job, for the UDP transport. */
+struct tally_udp_shard {
+	uint32_t ip;		/* network order */
+	uint16_t port;		/* first port of its range, host order */
+	uint16_t nports;	/* ports in the range, >= 1 */
+};
+
 /* Kernel UDP: what tally_udp_transport_create() needs. */
 struct tally_udp_conf {
 	uint32_t dp_ip;		/* dataplane IPv4, network order */
 	uint16_t dp_port;	/* first port of its range, host order */
 	uint16_t dp_nports;	/* ports in the range, >= 1: slot s goes to
 				 * dp_port + s % dp_nports */
+	uint16_t nshards;	/* a sharded job: 2..TALLY_MAX_SHARDS
+				 * dataplanes in shards[], slot s to the
+				 * stream tally_shard_stream() names (dp_ip,
+				 * dp_port and dp_nports unused); 0: one */
+	struct tally_udp_shard shards[TALLY_MAX_SHARDS];
 	uint32_t bind_ip;	/* local IPv4, network order; 0 = any */
 	uint16_t bind_port;	/* local port, host order; 0 = ephemeral */
 	uint32_t group_ip;	/* multicast group to join, network order;

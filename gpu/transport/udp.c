@@ -66,11 +66,12 @@ struct udp_transport {
 	struct tally_transport tp;	/* first: what callers hold */
 	int fd;
 	uint32_t dp_ip;			/* network order */
-	uint16_t nports;
+	struct tally_shard_map map;	/* slot to stream: dst's index */
+	uint32_t shard_ip[TALLY_MAX_SHARDS]; /* a sharded job's, else 0 */
 	uint8_t gso;			/* segmented sends: still worth trying */
 	uint8_t gro;			/* the socket takes coalesced datagrams */
 	uint8_t connected;		/* connect()ed to the one dataplane port */
-	struct sockaddr_in *dst;	/* [nports]: one per dataplane port */
+	struct sockaddr_in *dst;	/* [map.total]: a dataplane port each */
 	struct udp_stage st;		/* GRO only */
 };
 
@@ -125,14 +126,15 @@ gso_run(const struct udp_transport *u, const struct tally_tx_pkt *pkts,
 	unsigned int i, unsigned int n)
 {
 	uint32_t seg = pkt_len(&pkts[i]), bytes = seg;
-	unsigned int port = pkts[i].slot % u->nports, j;
+	unsigned int port = tally_shard_stream(&u->map, pkts[i].slot), j;
 
 	if (!u->gso || seg == 0)
 		return 1;
 	for (j = i + 1; j < n; j++) {
 		uint32_t len = pkt_len(&pkts[j]);
 
-		if (pkts[j].slot % u->nports != port || len == 0 ||
+		if (tally_shard_stream(&u->map, pkts[j].slot) != port ||
+				len == 0 ||
 				len > seg || bytes + len > UDP_GSO_MAX_BYTES)
 			break;
 		bytes += len;
@@ -182,7 +184,8 @@ udp_send(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
 
 		segs[nmsg] = (uint8_t)run;
 		if (!u->connected) {
-			m->msg_name = &u->dst[pkts[i].slot % u->nports];
+			m->msg_name = &u->dst[tally_shard_stream(&u->map,
+				pkts[i].slot)];
 			m->msg_namelen = sizeof(struct sockaddr_in);
 		}
 		m->msg_iov = &iov[niov];
@@ -256,14 +259,19 @@ udp_wait(int fd, unsigned int timeout_us)
 	return rc > 0;
 }
 
-/* Whether a received message came from the dataplane. */
+/* Whether a received message came from the dataplane (or a shard's). */
 static int
 from_dp(const struct udp_transport *u, const struct msghdr *m,
 	const struct sockaddr_in *from)
 {
-	return m->msg_namelen >= sizeof(*from) &&
-		from->sin_family == AF_INET &&
-		from->sin_addr.s_addr == u->dp_ip;
+	if (m->msg_namelen < sizeof(*from) || from->sin_family != AF_INET)
+		return 0;
+	if (from->sin_addr.s_addr == u->dp_ip)
+		return 1;
+	for (unsigned int h = 1; h < u->map.n; h++)
+		if (from->sin_addr.s_addr == u->shard_ip[h])
+			return 1;
+	return 0;
 }
 
 /*
@@ -509,34 +517,86 @@ udp_offload(struct udp_transport *u)
 	}
 }
 
+/*
+ * conf's dataplanes as shards (one, dp_ip's, unless it is sharded), into
+ * sh[]; returns how many, or 0 for a conf with a range past 65535.
+ */
+static unsigned int
+conf_shards(const struct tally_udp_conf *conf, struct tally_udp_shard *sh)
+{
+	unsigned int n = conf->nshards;
+
+	if (n == 0) {
+		sh[0] = (struct tally_udp_shard){ conf->dp_ip, conf->dp_port,
+			conf->dp_nports };
+		n = 1;
+	} else if (n < 2 || n > TALLY_MAX_SHARDS) {
+		return 0;
+	} else {
+		memcpy(sh, conf->shards, n * sizeof(*sh));
+	}
+	for (unsigned int h = 0; h < n; h++)
+		if (sh[h].nports == 0 ||
+				sh[h].port + sh[h].nports - 1 > 65535)
+			return 0;
+	return n;
+}
+
+/* u's destinations: every port of every dataplane, in stream order. */
+static int
+make_dst(struct udp_transport *u, const struct tally_udp_shard *sh,
+	unsigned int n)
+{
+	struct tally_shard_map *m = &u->map;
+	unsigned int total = 0;
+
+	m->n = (uint16_t)n;
+	for (unsigned int h = 0; h < n; h++) {
+		m->off[h] = (uint16_t)total;
+		m->np[h] = sh[h].nports;
+		u->shard_ip[h] = sh[h].ip;
+		total += sh[h].nports;
+	}
+	if (total > UINT16_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	m->total = (uint16_t)total;
+	u->dp_ip = sh[0].ip;
+	u->dst = calloc(total, sizeof(*u->dst));
+	if (u->dst == NULL)
+		return -1;
+	for (unsigned int h = 0; h < n; h++)
+		for (unsigned int i = 0; i < sh[h].nports; i++) {
+			struct sockaddr_in *d = &u->dst[m->off[h] + i];
+
+			d->sin_family = AF_INET;
+			d->sin_addr.s_addr = sh[h].ip;
+			d->sin_port = htons((uint16_t)(sh[h].port + i));
+		}
+	return 0;
+}
+
 struct tally_transport *
 tally_udp_transport_create(const struct tally_udp_conf *conf)
 {
 	struct sockaddr_in local = { .sin_family = AF_INET };
+	struct tally_udp_shard sh[TALLY_MAX_SHARDS];
 	struct udp_transport *u;
-	unsigned int i;
+	unsigned int n;
 	int err;
 
-	if (conf == NULL || conf->dp_nports == 0 ||
-			conf->dp_port + conf->dp_nports - 1 > 65535) {
+	if (conf == NULL || (n = conf_shards(conf, sh)) == 0) {
 		errno = EINVAL;
 		return NULL;
 	}
 	u = calloc(1, sizeof(*u));
 	if (u == NULL)
 		return NULL;
-	u->dst = calloc(conf->dp_nports, sizeof(*u->dst));
-	if (u->dst == NULL)
+	if (make_dst(u, sh, n) != 0)
 		goto err_free;
 	u->tp.ops = &udp_ops;
 	u->tp.name = "udp";
-	u->dp_ip = conf->dp_ip;
-	u->nports = conf->dp_nports;
-	for (i = 0; i < conf->dp_nports; i++) {
-		u->dst[i].sin_family = AF_INET;
-		u->dst[i].sin_addr.s_addr = conf->dp_ip;
-		u->dst[i].sin_port = htons((uint16_t)(conf->dp_port + i));
-	}
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (u->fd < 0)
 		goto err_free;
@@ -554,7 +614,7 @@ tally_udp_transport_create(const struct tally_udp_conf *conf)
 	 * the socket (and its cached route) without one either. A connect
 	 * that fails (no route yet) leaves the socket as it was.
 	 */
-	if (conf->dp_nports == 1 && conf->group_ip == 0) {
+	if (u->map.total == 1 && conf->group_ip == 0) {
 		u->connected = connect(u->fd, (struct sockaddr *)&u->dst[0],
 			sizeof(u->dst[0])) == 0;
 	}

@@ -48,6 +48,13 @@ struct tally_auth_keys {
 	uint8_t result[16];	/* tags the job's results */
 };
 
+/* One dataplane of a sharded job (struct tally_ctx_opts' shards). */
+struct tally_shard {
+	const char *addr;	/* IPv4, dotted quad */
+	uint16_t port;		/* first UDP port of its range */
+	uint16_t nports;	/* ports in its range, 0 = 1 */
+};
+
 /*
  * What tally_ctx_open() needs. Zero-initialise it and set what you need;
  * a 0 means the default where one is named.
@@ -127,6 +134,13 @@ struct tally_ctx_opts {
 				 * route's toward the dataplane; NULL = that
 				 * one */
 	uint16_t queue;		/* xdp: its receive queue (default 0) */
+	const struct tally_shard *shards; /* a sharded job's dataplanes,
+				 * 2..8 (docs/scale-out.md): slot s goes to
+				 * shards[s % nshards], to its port
+				 * port + s % nports; dp_addr, dp_port and
+				 * dp_nports are then unused. UDP only.
+				 * Borrowed; tally_open() learns them */
+	uint16_t nshards;	/* 0: dp_addr alone */
 };
 
 /*

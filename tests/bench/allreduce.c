@@ -44,10 +44,18 @@
 #define MAX_ITERS		100000
 #define BLOCK			65536	/* elements generated at a time */
 
+#define MAX_MORE_SHARDS	7	/* --shard: dataplanes after --dp's */
+
 struct ar_opts {
 	char dp_addr[INET_ADDRSTRLEN];
 	uint16_t dp_port;
 	uint16_t dp_nports;
+	struct {			/* --shard: a sharded job's others */
+		char addr[INET_ADDRSTRLEN];
+		uint16_t port;
+		uint16_t nports;
+	} more[MAX_MORE_SHARDS];
+	unsigned int nmore;
 	char bind_addr[INET_ADDRSTRLEN];
 	int have_bind;
 	uint16_t bind_port;
@@ -128,6 +136,7 @@ struct ar_run {
 
 static const struct option long_opts[] = {
 	{ "dp", required_argument, NULL, 'd' },
+	{ "shard", required_argument, NULL, 'H' },
 	{ "bind", required_argument, NULL, 'b' },
 	{ "group", required_argument, NULL, 'g' },
 	{ "job", required_argument, NULL, 'j' },
@@ -182,6 +191,9 @@ usage(FILE *f)
 		"  --dp IP[:PORT[/NPORTS]]  dataplane address, first UDP port "
 		"(default %u)\n"
 		"                           and ports in its range (default 1)\n"
+		"  --shard IP[:PORT[/NPORTS]]  one more dataplane of a job\n"
+		"                           sharded over --dp's and these\n"
+		"                           (up to 7; slot s to the (s mod H)th)\n"
 		"  --bind IP[:PORT]         local address (default any, "
 		"ephemeral port)\n"
 		"  --group IP               the job's results come to this\n"
@@ -304,6 +316,31 @@ bad:
 	return -1;
 }
 
+/* --shard IP[:PORT[/NPORTS]]: one more dataplane of a sharded job. */
+static int
+parse_shard(const char *arg, struct ar_opts *o)
+{
+	const char *rest;
+	unsigned long v;
+
+	if (o->nmore == MAX_MORE_SHARDS) {
+		fprintf(stderr, "--shard: at most %d\n", MAX_MORE_SHARDS);
+		return -1;
+	}
+	o->more[o->nmore].port = TALLY_UDP_PORT;
+	o->more[o->nmore].nports = 1;
+	if (parse_host("shard", arg, o->more[o->nmore].addr,
+			&o->more[o->nmore].port, &rest) != 0)
+		return -1;
+	if (*rest != '\0') {
+		if (bench_parse_uint("shard NPORTS", rest + 1, 1, 1024, &v))
+			return -1;
+		o->more[o->nmore].nports = (uint16_t)v;
+	}
+	o->nmore++;
+	return 0;
+}
+
 static int
 parse_dp(const char *arg, struct ar_opts *o)
 {
@@ -414,6 +451,8 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 'd':
 		o->given |= GIVEN_DP;
 		return parse_dp(arg, o);
+	case 'H':
+		return parse_shard(arg, o);
 	case 'b':
 		o->have_bind = 1;
 		if (parse_host("bind", arg, o->bind_addr, &o->bind_port,
@@ -912,9 +951,21 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.ifname = o->ifname,
 		.queue = (uint16_t)o->queue,
 	};
+	struct tally_shard sh[1 + MAX_MORE_SHARDS];
 	int rc;
 
+	if (o->nmore > 0) {	/* a sharded job: --dp's first */
+		sh[0] = (struct tally_shard){ o->dp_addr, o->dp_port,
+			o->dp_nports };
+		for (unsigned int h = 0; h < o->nmore; h++)
+			sh[1 + h] = (struct tally_shard){ o->more[h].addr,
+				o->more[h].port, o->more[h].nports };
+		co.shards = sh;
+		co.nshards = (uint16_t)(1 + o->nmore);
+	}
 	if (o->url[0] != '\0') {
+		co.shards = NULL;	/* tallyd says */
+		co.nshards = 0;
 		co.dp_addr = NULL;
 		co.bind_addr = NULL;
 		co.ca_file = o->ca;

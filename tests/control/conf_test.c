@@ -125,6 +125,14 @@ bad_lines(void **state)
 		"rendezvous_max_per_source = 0",
 		"rendezvous_handshake_ms = 99",
 		"rendezvous_handshake_ms = 60001",
+		"dp_name =",
+		"dp_name = a b",
+		"dp_name = 01234567890123456789012345678901",
+		"dataplane =",
+		"dataplane = b",
+		"dataplane = b/c /run/x.sock",
+		"dataplane = b /run/x.sock 10.0.0",
+		"dataplane = b /run/x.sock 10.0.0.1 extra",
 	};
 	struct tallyd_conf c;
 
@@ -196,6 +204,50 @@ check_needs_a_real_group(void **state)
 	assert_int_equal(tallyd_conf_check(&c, why, sizeof(why)), 0);
 }
 
+/*
+ * "dataplane" lines (docs/scale-out.md): repeatable, up to 15, each
+ * read into the next entry; --check-config's names must be distinct.
+ */
+static void
+dataplane_lines(void **state)
+{
+	struct tallyd_conf c;
+	uint64_t seen = 0;
+	char why[200] = "", line[80];
+
+	(void)state;
+	tallyd_conf_defaults(&c);
+	assert_string_equal(c.dp_name, "dp0");
+	assert_int_equal(c.ndataplanes, 0);
+	assert_int_equal(tallyd_conf_line(&c, "dataplane = b /run/b.sock "
+		"10.0.0.2", &seen, why, sizeof(why)), 0);
+	assert_int_equal(tallyd_conf_line(&c, "dataplane=c /run/c.sock",
+		&seen, why, sizeof(why)), 0);
+	assert_int_equal(c.ndataplanes, 2);
+	assert_string_equal(c.dataplanes[0].name, "b");
+	assert_string_equal(c.dataplanes[0].admin, "/run/b.sock");
+	assert_string_equal(c.dataplanes[0].address, "10.0.0.2");
+	assert_string_equal(c.dataplanes[1].address, "");
+	assert_int_equal(tallyd_conf_check(&c, why, sizeof(why)), 0);
+	assert_int_equal(tallyd_conf_line(&c, "dataplane = b /run/x.sock",
+		&seen, why, sizeof(why)), 0);
+	assert_int_equal(tallyd_conf_check(&c, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "named twice"));
+	tallyd_conf_defaults(&c);
+	assert_int_equal(tallyd_conf_line(&c, "dataplane = dp0 /run/x.sock",
+		&seen, why, sizeof(why)), 0);
+	assert_int_equal(tallyd_conf_check(&c, why, sizeof(why)), -EINVAL);
+	tallyd_conf_defaults(&c);
+	for (int i = 0; i < TALLYD_MAX_DPS - 1; i++) {
+		snprintf(line, sizeof(line), "dataplane = d%d /run/%d.sock", i,
+			i);
+		assert_int_equal(tallyd_conf_line(&c, line, &seen, why,
+			sizeof(why)), 0);
+	}
+	assert_int_equal(tallyd_conf_line(&c, "dataplane = x /run/x.sock",
+		&seen, why, sizeof(why)), -EINVAL);
+}
+
 static void
 dump_reads_back(void **state)
 {
@@ -209,6 +261,9 @@ dump_reads_back(void **state)
 	(void)state;
 	tallyd_conf_defaults(&c);
 	c.control_group[0] = '\0';
+	assert_int_equal(tallyd_conf_line(&c, "dataplane = b /run/b.sock "
+		"10.0.0.2", &seen, why, sizeof(why)), 0);
+	seen = 0;
 	tallyd_conf_dump(&c, f);
 	fclose(f);
 	/* An empty value (control_group, dp_address) reads back as empty. */
@@ -266,6 +321,7 @@ main(void)
 		cmocka_unit_test(errors_name_file_and_line),
 		cmocka_unit_test(a_directory_is_refused),
 		cmocka_unit_test(check_needs_a_real_group),
+		cmocka_unit_test(dataplane_lines),
 		cmocka_unit_test(dump_reads_back),
 		cmocka_unit_test(state_backends),
 	};

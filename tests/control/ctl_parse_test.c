@@ -34,6 +34,14 @@ good_requests(void **state)
 	(void)state;
 	assert_int_equal(parse("{\"cmd\":\"ping\"}", &r), 0);
 	assert_int_equal(r.cmd, TALLYD_CTL_PING);
+	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"s\","
+		"\"world\":4,\"dataplanes\":[\"dp0\",\"b-2\",\"c.3\"]}", &r), 0);
+	assert_int_equal(r.ndataplanes, 3);
+	assert_string_equal(r.dataplanes[1], "b-2");
+	assert_string_equal(r.dataplanes[2], "c.3");
+	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"s\","
+		"\"world\":4}", &r), 0);
+	assert_int_equal(r.ndataplanes, 0);
 	assert_int_equal(parse("{\"cmd\":\"job_list\"}", &r), 0);
 	assert_int_equal(r.cmd, TALLYD_CTL_JOB_LIST);
 	assert_false(r.paged);
@@ -108,6 +116,20 @@ bad_requests(void **state)
 		{ "{\"cmd\":\"ping\",\"x\":1}", EINVAL },
 		{ "{\"cmd\":\"ping\",\"cmd\":\"ping\"}", EINVAL },
 		{ "{\"cmd\":\"job_show\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"a\",\"world\":2,"
+		  "\"dataplanes\":[]}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"a\",\"world\":2,"
+		  "\"dataplanes\":\"b\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"a\",\"world\":2,"
+		  "\"dataplanes\":[\"b\",\"b\"]}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"a\",\"world\":2,"
+		  "\"dataplanes\":[\"b c\"]}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"a\",\"world\":2,"
+		  "\"dataplanes\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\","
+		  "\"g\",\"h\",\"i\"]}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"a\",\"world\":2,"
+		  "\"transport\":\"rdma\",\"dataplanes\":[\"b\",\"c\"]}",
+		  EINVAL },
 		{ "{\"cmd\":\"job_list\",\"after\":-1}", EINVAL },
 		{ "{\"cmd\":\"job_list\",\"after\":65536}", EINVAL },
 		{ "{\"cmd\":\"job_list\",\"limit\":0}", EINVAL },

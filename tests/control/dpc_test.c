@@ -66,9 +66,11 @@ setup(void **state)
 	snprintf(f->d.conf.state_file, sizeof(f->d.conf.state_file),
 		"%s/state.json", f->dir);
 	f->d.ctl_fd = f->d.rdv_fd = -1;
-	f->d.dpc = tallyd_dpc_create(f->sock);
-	if (f->d.dpc == NULL)
+	strcpy(f->d.dps[0].name, "dp0");
+	f->d.dps[0].dpc = tallyd_dpc_create(0, f->sock);
+	if (f->d.dps[0].dpc == NULL)
 		return -1;
+	f->d.ndps = 1;
 	*state = f;
 	return 0;
 }
@@ -81,8 +83,7 @@ teardown(void **state)
 
 	while (f->d.jobs != NULL)
 		tallyd_job_free(&f->d, f->d.jobs);
-	tallyd_dpc_destroy(f->d.dpc);
-	json_decref(f->d.dp_stats);
+	tallyd_dps_close(&f->d);
 	if (f->sfd >= 0)
 		close(f->sfd);
 	close(f->lfd);
@@ -109,12 +110,12 @@ turn(struct fixture *f)
 	ssize_t n;
 
 	w = tallyd_dpc_timers(&f->d, t0);
-	tallyd_dpc_pollfd(&f->d, &p[0]);
+	tallyd_dpc_pollfd(&f->d, 0, &p[0]);
 	p[1] = (struct pollfd){ .fd = f->sfd >= 0 ? f->sfd : f->lfd,
 		.events = POLLIN };
 	assert_true(poll(p, 2, w < 10 ? (int)w : 10) >= 0);
 	if (p[0].revents)
-		tallyd_dpc_event(&f->d, p[0].revents);
+		tallyd_dpc_event(&f->d, 0, p[0].revents);
 	assert_true(tallyd_now_ms() - t0 < 50);
 	if (!(p[1].revents & (POLLIN | POLLHUP)))
 		return NULL;
@@ -180,12 +181,13 @@ serve(struct fixture *f, const char *cmd, const char *text)
 }
 
 static void
-record(struct tallyd *d, struct tallyd_job *j, json_t *reply, int err,
-	uintptr_t arg)
+record(struct tallyd *d, unsigned int dp, struct tallyd_job *j, json_t *reply,
+	int err, uintptr_t arg)
 {
 	struct seen *s = (struct seen *)arg;
 
 	(void)d;
+	(void)dp;
 	(void)j;
 	s->calls++;
 	s->err = err;
@@ -250,7 +252,7 @@ first_poll(struct fixture *f)
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
 	idle(f, 30);
-	assert_true(tallyd_dpc_up(f->d.dpc));
+	assert_true(tallyd_dpc_up(f->d.dps[0].dpc));
 }
 
 /*
@@ -268,18 +270,18 @@ test_deadline(void **state)
 	int fill[4];
 
 	first_poll(f);
-	assert_int_equal(tallyd_dpc_request(&f->d, json_pack("{s:s}", "cmd",
+	assert_int_equal(tallyd_dpc_request(&f->d, 0, json_pack("{s:s}", "cmd",
 		"stats"), NULL, 0, record, (uintptr_t)&a), 0);
 	json_decref(expect(f, "stats"));	/* and never answered */
 	while (a.calls == 0 && tallyd_now_ms() - t0 < 3000)
 		assert_null(turn(f));
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(a.err, -ETIMEDOUT);
-	assert_false(tallyd_dpc_up(f->d.dpc));
+	assert_false(tallyd_dpc_up(f->d.dps[0].dpc));
 	assert_int_equal(f->d.st.dp_timeouts, 1);
 
 	t0 = tallyd_now_ms();
-	tallyd_dpc_request(&f->d, json_pack("{s:s}", "cmd", "stats"), NULL, 0,
+	tallyd_dpc_request(&f->d, 0, json_pack("{s:s}", "cmd", "stats"), NULL, 0,
 		record, (uintptr_t)&b);
 	while (b.calls == 0)
 		turn(f);
@@ -297,16 +299,16 @@ test_deadline(void **state)
 		connect(fill[i], (struct sockaddr *)&sa, sizeof(sa));
 	}
 	t0 = tallyd_now_ms();
-	tallyd_dpc_request(&f->d, json_pack("{s:s}", "cmd", "ping"), NULL,
+	tallyd_dpc_request(&f->d, 0, json_pack("{s:s}", "cmd", "ping"), NULL,
 		TALLYD_DPC_PROBE, record, (uintptr_t)&c);
 	while (c.calls == 0) {
 		int64_t w = tallyd_dpc_timers(&f->d, tallyd_now_ms());
 		struct pollfd p;
 
-		tallyd_dpc_pollfd(&f->d, &p);
+		tallyd_dpc_pollfd(&f->d, 0, &p);
 		poll(&p, 1, w < 10 ? (int)w : 10);
 		if (p.revents)
-			tallyd_dpc_event(&f->d, p.revents);
+			tallyd_dpc_event(&f->d, 0, p.revents);
 	}
 	assert_int_equal(c.err, -EAGAIN);
 	assert_true(tallyd_now_ms() - t0 < 100);
@@ -322,19 +324,19 @@ test_recovers(void **state)
 	struct seen a = { 0 };
 
 	first_poll(f);
-	tallyd_dpc_request(&f->d, json_pack("{s:s}", "cmd", "stats"), NULL, 0,
+	tallyd_dpc_request(&f->d, 0, json_pack("{s:s}", "cmd", "stats"), NULL, 0,
 		record, (uintptr_t)&a);
 	json_decref(expect(f, "stats"));
 	while (a.calls == 0)
 		assert_null(turn(f));
-	assert_false(tallyd_dpc_up(f->d.dpc));
-	assert_null(f->d.dp_stats);
+	assert_false(tallyd_dpc_up(f->d.dps[0].dpc));
+	assert_null(f->d.dps[0].stats);
 	poll_with_ping(f);
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
 	serve(f, "stats", "{\"errno\":0,\"total\":{\"rx\":3}}");
 	idle(f, 30);
-	assert_true(tallyd_dpc_up(f->d.dpc));
-	assert_non_null(f->d.dp_stats);
+	assert_true(tallyd_dpc_up(f->d.dps[0].dpc));
+	assert_non_null(f->d.dps[0].stats);
 }
 
 /*
@@ -378,9 +380,9 @@ test_pages_and_stale(void **state)
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
 	idle(f, 30);
 	assert_int_equal(f->d.st.dp_stale_removed, 2);
-	assert_true(x->in_dp);
-	assert_int_equal(x->last.rounds, 5);
-	assert_int_equal(x->last.contributions, 10);
+	assert_true(x->sh[0].in_dp);
+	assert_int_equal(x->sh[0].last.rounds, 5);
+	assert_int_equal(x->sh[0].last.contributions, 10);
 	assert_int_equal(f->d.st.dp_mismatches, 0);
 }
 
@@ -417,7 +419,7 @@ test_mismatch(void **state)
 
 	first_poll(f);
 	x = ready_job(&f->d, "x", 0x1122334455667788ULL);
-	x->last.rounds = 3;
+	x->sh[0].last.rounds = 3;
 	entry_text(e, sizeof(e), x, 32, 0, 1000);
 	snprintf(page, sizeof(page), "{\"errno\":0,\"jobs\":[%s]}", e);
 	poll_with_ping(f);
@@ -437,9 +439,65 @@ test_mismatch(void **state)
 	assert_int_equal(f->d.st.dp_mismatches, 1);
 	assert_int_equal(f->d.st.dp_reprograms, 0);
 	assert_int_equal(x->base.rounds, 3);
-	assert_int_equal(x->last.rounds, 0);
-	assert_true(x->in_dp);
+	assert_int_equal(x->sh[0].last.rounds, 0);
+	assert_true(x->sh[0].in_dp);
 	assert_false(tallyd_dpc_busy(x));
+}
+
+/*
+ * A job sharded over two dataplanes, the second down (docs/scale-out.md):
+ * the barrier's program gives the first the membership and wire token,
+ * fails at the second at once, and the membership is not the job's; the
+ * first's copy goes at its next poll (a membership tallyd never formed).
+ */
+static void
+test_sharded_one_down(void **state)
+{
+	struct fixture *f = *state;
+	struct tallyd_job t = { .world = 2, .window = 64, .max_elems = 256,
+		.nshards = 2, .sh = { { .dp = 0 }, { .dp = 1 } } }, *x;
+	const struct tallyd_member m[2] = { { 0x0a090002, 40001, 0 },
+		{ 0x0a090003, 40001, 0 } };
+	char hex[TALLY_RDV_TOKEN_HEX + 1], e[512], page[1024];
+	json_t *req;
+
+	strcpy(f->d.dps[1].name, "dead");
+	f->d.dps[1].dpc = tallyd_dpc_create(1, "/nonexistent/tally-dp.sock");
+	assert_non_null(f->d.dps[1].dpc);
+	f->d.ndps = 2;
+	first_poll(f);
+	assert_false(tallyd_dpc_up(f->d.dps[1].dpc));
+	assert_false(tallyd_dps_up(&f->d));
+	strcpy(t.name, "s");
+	x = tallyd_job_create(&f->d, &t, hex);
+	assert_non_null(x);
+	assert_int_equal(x->nshards, 2);
+	assert_int_equal(tallyd_dpc_program(&f->d, x, m, 0x55), 0);
+	assert_true(tallyd_dpc_busy(x));
+	req = expect(f, "job_add");
+	assert_string_equal(json_string_value(json_object_get(req, "token")),
+		"0000000000000055");
+	assert_int_equal(json_array_size(json_object_get(req, "members")), 2);
+	json_decref(req);
+	answer(f, "{\"errno\":0}");
+	idle(f, 30);
+	assert_false(tallyd_dpc_busy(x));
+	assert_int_equal(x->prog_err, -EHOSTDOWN);
+	assert_false(x->has_members);
+	assert_true(x->sh[0].in_dp);
+	assert_false(x->sh[1].in_dp);
+
+	entry_text(e, sizeof(e), x, 64, 0x55, 0);
+	snprintf(page, sizeof(page), "{\"errno\":0,\"jobs\":[%s]}", e);
+	poll_with_ping(f);
+	serve(f, "job_list", page);
+	req = expect(f, "job_del");
+	assert_int_equal(json_integer_value(json_object_get(req, "id")), x->id);
+	json_decref(req);
+	answer(f, "{\"errno\":0}");
+	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
+	idle(f, 30);
+	assert_int_equal(f->d.st.dp_stale_removed, 1);
 }
 
 /*
@@ -461,7 +519,7 @@ test_token_fp(void **state)
 	serve(f, "job_list", page);
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
 	idle(f, 30);
-	assert_int_equal(x->last.rounds, 7);
+	assert_int_equal(x->sh[0].last.rounds, 7);
 	assert_int_equal(f->d.st.dp_mismatches, 0);
 
 	entry_text(e, sizeof(e), x, 64, 0xabcdef0123456788ULL, 900);
@@ -491,7 +549,7 @@ test_rdma(void **state)
 	json_t *req, *m;
 
 	first_poll(f);
-	assert_int_equal(tallyd_dpc_qpns(&f->d, qpns, &n), -EPROTONOSUPPORT);
+	assert_int_equal(tallyd_dpc_qpns(&f->d, 0, qpns, &n), -EPROTONOSUPPORT);
 	tallyd_dpc_poll(&f->d);
 	serve(f, "ping", "{\"errno\":0,\"version\":\"t\",\"steering\":"
 		"\"software\",\"workers\":2,\"ip\":\"10.9.0.1\","
@@ -500,7 +558,7 @@ test_rdma(void **state)
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
 	idle(f, 30);
-	assert_int_equal(tallyd_dpc_qpns(&f->d, qpns, &n), 0);
+	assert_int_equal(tallyd_dpc_qpns(&f->d, 0, qpns, &n), 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(qpns[0], 256);
 	assert_int_equal(qpns[1], 257);
@@ -510,7 +568,7 @@ test_rdma(void **state)
 	x->qkey = 0x1234567;
 	x->members[0].qpn = 0x2001;
 	x->members[1].qpn = 0xffffff;
-	x->in_dp = true;
+	x->sh[0].in_dp = true;
 	tallyd_dpc_poll(&f->d);
 	serve(f, "ping", ping_reply);	/* no "roce" now: none */
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
@@ -526,7 +584,7 @@ test_rdma(void **state)
 	answer(f, "{\"errno\":0}");
 	serve(f, "stats", "{\"errno\":0,\"total\":{}}");
 	idle(f, 30);
-	assert_int_equal(tallyd_dpc_qpns(&f->d, qpns, &n), -EPROTONOSUPPORT);
+	assert_int_equal(tallyd_dpc_qpns(&f->d, 0, qpns, &n), -EPROTONOSUPPORT);
 }
 
 /* A membership tally-dp lost (it restarted) goes back, counted once. */
@@ -538,8 +596,8 @@ test_restore(void **state)
 
 	first_poll(f);
 	x = ready_job(&f->d, "x", 42);
-	x->in_dp = true;
-	x->last.rounds = 11;
+	x->sh[0].in_dp = true;
+	x->sh[0].last.rounds = 11;
 	poll_with_ping(f);
 	serve(f, "job_list", "{\"errno\":0,\"jobs\":[]}");
 	serve(f, "job_add", "{\"errno\":0}");
@@ -547,8 +605,8 @@ test_restore(void **state)
 	idle(f, 30);
 	assert_int_equal(f->d.st.dp_reprograms, 1);
 	assert_int_equal(x->base.rounds, 11);
-	assert_int_equal(x->last.rounds, 0);
-	assert_true(x->in_dp);
+	assert_int_equal(x->sh[0].last.rounds, 0);
+	assert_true(x->sh[0].in_dp);
 }
 
 /*
@@ -569,9 +627,9 @@ test_program_folds(void **state)
 
 	first_poll(f);
 	x = ready_job(&f->d, "x", 5);
-	x->in_dp = true;
+	x->sh[0].in_dp = true;
 	x->base.rounds = 100;
-	x->last.rounds = 10;
+	x->sh[0].last.rounds = 10;
 	assert_int_equal(tallyd_dpc_program(&f->d, x, m, 6), 0);
 	assert_int_equal(tallyd_dpc_program(&f->d, x, m, 6), -EBUSY);
 	req = expect(f, "job_list");
@@ -591,7 +649,7 @@ test_program_folds(void **state)
 	idle(f, 30);
 	assert_int_equal(x->base.rounds, 115);
 	assert_int_equal(x->base.contributions, 30);
-	assert_int_equal(x->last.rounds, 0);
+	assert_int_equal(x->sh[0].last.rounds, 0);
 	assert_int_equal(x->wire_token, 6);
 	assert_int_equal(x->members[1].ip, 0x0a090005);
 	assert_false(tallyd_dpc_busy(x));
@@ -652,7 +710,7 @@ test_delete(void **state)
 
 	first_poll(f);
 	x = ready_job(&f->d, "x", 5);
-	x->in_dp = true;
+	x->sh[0].in_dp = true;
 	f->d.conf.drain_timeout_ms = 0;
 	tallyd_job_delete_start(&f->d, x, NULL);
 	assert_int_equal(f->d.njobs, 1);
@@ -685,6 +743,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_pages_and_stale, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_pages_must_advance, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_sharded_one_down, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_fp, setup, teardown),

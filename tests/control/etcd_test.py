@@ -16,7 +16,10 @@
 # every etcd member stopped (connections hang): tallyd keeps answering
 # its control socket within about one deadline, refuses changes, counts
 # the failures, nobody leads, and all recovers once etcd is back; the
-# leader's liveness key for tally-dp expires while tally-dp is stopped.
+# leader's liveness key for tally-dp expires while tally-dp is stopped;
+# two tallyd with two dataplanes: a job sharded over both is stored in
+# etcd with its shards, a follower shows them and programs both, and each
+# dataplane has its own liveness key that expires alone.
 # Skips (TAP) when etcd is not installed. Needs TALLY_SRC, TALLY_BUILD.
 import base64
 import json
@@ -192,7 +195,7 @@ def start_etcd(work):
     return [f"127.0.0.1:{c}" for c in cports], ps
 
 
-def start_tallyd(work, i, eps, dp):
+def start_tallyd(work, i, eps, dp, extra=()):
     sock = os.path.join(work, f"t{i}.sock")
     port = free_port()
     log = open(os.path.join(work, f"t{i}.log"), "w")
@@ -202,7 +205,7 @@ def start_tallyd(work, i, eps, dp):
         "--set", "rendezvous_tls=off", "--set", "metrics=off",
         "--set", f"dp_admin={dp}", "--set", "dp_poll_ms=200",
         "--state", "etcd://" + ",".join(eps),
-        "--set", f"state_lease_s={LEASE_S}"],
+        "--set", f"state_lease_s={LEASE_S}", *extra],
         stdout=log, stderr=subprocess.STDOUT)
     procs.append(p)
     return {"p": p, "sock": sock, "port": port, "i": i}
@@ -434,8 +437,90 @@ def run(work):
     fake.send_signal(signal.SIGCONT)
     ok(wait_for(lambda: dp_key() is not None, 3 * LEASE_S + 4),
        "tally-dp answers again: the key is back")
+    shards(work, eps, ts, dp)
     print(f"1..{ntap}")
     return 1 if nfail else 0
+
+
+def dp_live(eps, port):
+    """Dataplane 127.0.0.1:port's liveness key (its kv), or None."""
+    rep = etcd(eps, "/v3/kv/range",
+               {"key": b64(f"/tally/v1/dataplanes/127.0.0.1:{port}")})
+    kvs = (rep or {}).get("kvs", [])
+    return kvs[0] if kvs else None
+
+
+def etcd_job(eps, name):
+    """Job name's value in etcd (an object), or None."""
+    rep = etcd(eps, "/v3/kv/range", {"key": b64("/tally/v1/jobs/" + name)})
+    kvs = (rep or {}).get("kvs", [])
+    return json.loads(base64.b64decode(kvs[0]["value"])) if kvs else None
+
+
+def shards(work, eps, old, dp):
+    """Two tallyd, two dataplanes: a sharded job through etcd."""
+    for t in old:
+        if t["p"].poll() is None:
+            t["p"].kill()
+        t["p"].wait()
+    dp2 = os.path.join(work, "dp2.sock")
+    fake2 = subprocess.Popen(["/usr/bin/python3", FAKE, dp2],
+                             env=dict(os.environ, FAKE_DP_PORT="47475"))
+    procs.append(fake2)
+    wait_for(lambda: os.path.exists(dp2), 5)
+    ts = [start_tallyd(work, 10 + i, eps[1:], dp,
+                       ("--set", f"dataplane=dp1 {dp2}"))
+          for i in range(2)]
+    ok(wait_for(lambda: len(leaders(ts)) == 1, 4 * LEASE_S + 3),
+       "two tallyd with two dataplanes: one leader")
+    lead = (leaders(ts) or ts)[0]
+    fol = [t for t in ts if t is not lead][0]
+    r = None
+    for _ in range(60):
+        r = ctl(lead["sock"], {"cmd": "job_create", "name": "sh",
+                               "world": 1, "dataplanes": ["dp0", "dp1"]})
+        if r and r.get("errno") == 0:
+            break
+        time.sleep(0.05)
+    ok(r is not None and r.get("errno") == 0,
+       "a job sharded over dp0 and dp1 is created", r)
+    v = etcd_job(eps[1:], "sh") or {}
+    ok([s.get("dataplane") for s in v.get("shards", [])] == ["dp0", "dp1"],
+       "etcd's job value lists its shards", v)
+
+    def fol_shards():
+        rep = ctl(fol["sock"], {"cmd": "job_show", "name": "sh"}) or {}
+        return [s.get("dataplane") for s in
+                (rep.get("job") or {}).get("shards", [])]
+    ok(wait_for(lambda: fol_shards() == ["dp0", "dp1"], 2 * LEASE_S),
+       "a follower reads them from etcd", fol_shards())
+    m = join(fol["port"], "sh", (r or {}).get("token", ""), 41000)
+    ok(m.get("op") == "ready", "a rank joins it through the follower", m)
+    jid = ((r or {}).get("job") or {}).get("id")
+    ok(wait_for(lambda: any(j.get("id") == jid for j in fake_jobs(dp)) and
+                any(j.get("id") == jid for j in fake_jobs(dp2)), 3),
+       "its membership is in both dataplanes",
+       (fake_jobs(dp), fake_jobs(dp2)))
+    ok(wait_for(lambda: dp_live(eps[1:], 47474) is not None and
+                dp_live(eps[1:], 47475) is not None, 3 * LEASE_S),
+       "a liveness key for each dataplane")
+    k0, k1 = dp_live(eps[1:], 47474) or {}, dp_live(eps[1:], 47475) or {}
+    ok(k0.get("lease") and k1.get("lease") and
+       k0.get("lease") != k1.get("lease"), "each with a lease of its own",
+       (k0, k1))
+    s = stats(lead) or {}
+    ok(sorted(s.get("dp_live_keys", [])) ==
+       ["/tally/v1/dataplanes/127.0.0.1:47474",
+        "/tally/v1/dataplanes/127.0.0.1:47475"],
+       "stats names both (dp_live_keys)", s.get("dp_live_keys"))
+    fake2.send_signal(signal.SIGSTOP)
+    gone = wait_for(lambda: dp_live(eps[1:], 47475) is None,
+                    3 * LEASE_S + 4)
+    ok(gone and dp_live(eps[1:], 47474) is not None,
+       "dp1 stopped: its key alone expired")
+    fake2.send_signal(signal.SIGCONT)
+    ok(wait_for(lambda: dp_live(eps[1:], 47475) is not None,
+                3 * LEASE_S + 4), "dp1 answers again: its key is back")
 
 
 if __name__ == "__main__":

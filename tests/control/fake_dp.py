@@ -7,7 +7,9 @@
 # job_add, job_del, job_list and stats the way docs/tools/tally-dp.md
 # says, from a job table in memory, with every counter at 0; with
 # FAKE_DP_QPNS=256,257 in its environment its ping advertises those
-# RoCEv2 QPNs ("roce"), and job_list echoes a job's "qkey". It only
+# RoCEv2 QPNs ("roce"), and job_list echoes a job's "qkey"; with
+# FAKE_DP_PORT=N its ping gives udp_port N (several stand-ins, each its
+# own address, as a sharded job's dataplanes). It only
 # answers: stop it (SIGSTOP) to see what tallyd does when tally-dp
 # stops answering. Not a dataplane: no packets, no limits beyond the
 # keys it checks.
@@ -23,7 +25,8 @@ def answer(jobs, req):
     cmd = req.get("cmd")
     if cmd == "ping":
         rep = {"errno": 0, "version": "fake", "steering": "software",
-               "workers": 1, "ip": "127.0.0.1", "udp_port": 47474}
+               "workers": 1, "ip": "127.0.0.1",
+               "udp_port": int(os.environ.get("FAKE_DP_PORT", "47474"))}
         if os.environ.get("FAKE_DP_QPNS"):     # a RoCEv2 tally-dp
             rep["roce"] = {"qpns": [int(q, 0) for q in
                                     os.environ["FAKE_DP_QPNS"].split(",")],

@@ -31,7 +31,7 @@ job(const char *name, unsigned int window, unsigned int elems,
 	const char *codec, bool narrow)
 {
 	struct tallyd_job j = {
-		.world = 4, .window = (uint16_t)window,
+		.world = 4, .window = (uint16_t)window, .nshards = 1,
 		.max_elems = (uint16_t)elems, .narrow = narrow,
 	};
 
@@ -48,7 +48,7 @@ ping(unsigned int mtu)
 		"mtu", mtu, "max_jobs", 256, "mem_budget", (json_int_t)1 << 30,
 		"mem_used", (json_int_t)0, "max_job_mem", (json_int_t)256 << 20);
 
-	tallyd_limits_from_ping(&d, r);
+	tallyd_limits_from_ping(&d.dps[0].limits, r);
 	json_decref(r);
 }
 
@@ -171,7 +171,7 @@ auth_keys_count(void **state)
 	r = json_pack("{s:i, s:i, s:i, s:I, s:I, s:I}", "errno", 0, "mtu", 9000,
 		"max_jobs", 256, "mem_budget", (json_int_t)1 << 30, "mem_used",
 		(json_int_t)0, "max_job_mem", (json_int_t)(slots + 64 * 1024));
-	tallyd_limits_from_ping(&d, r);
+	tallyd_limits_from_ping(&d.dps[0].limits, r);
 	json_decref(r);
 	assert_int_equal(tallyd_limits_check(&d, &j, true, why, sizeof(why)),
 		0);
@@ -212,7 +212,7 @@ ping_roce(unsigned int pmtu)
 		"max_job_mem", (json_int_t)256 << 20, "roce", "qpns", 256,
 		"pkey", 65535, "pmtu", pmtu);
 
-	tallyd_limits_from_ping(&d, r);
+	tallyd_limits_from_ping(&d.dps[0].limits, r);
 	json_decref(r);
 }
 

@@ -95,6 +95,26 @@ ok $? "every key is set in $CONF${missing:+ (missing:$missing)}"
 [ -z "$uncommented" ]
 ok $? "every key in $CONF has a comment above it${uncommented:+ (none for:$uncommented)}"
 
+# Keys that may come several times have no default line: each is shown
+# in $CONF commented out, and --check-config prints what it is given.
+REPEATED_KEYS="dataplane"
+for k in $REPEATED_KEYS; do
+	grep -q "^# $k = " "$CONF"
+	ok $? "$CONF shows the repeatable key $k, commented out"
+done
+"$TALLYD" -c /dev/null -s 'dataplane = b /run/tally/dp-b.sock 10.0.0.3' \
+	-s 'dataplane = c /run/tally/dp-c.sock' --check-config \
+	>"$WORK/repeated" 2>&1 &&
+	grep -qx 'dataplane = b /run/tally/dp-b.sock 10.0.0.3' "$WORK/repeated" &&
+	grep -qx 'dataplane = c /run/tally/dp-c.sock' "$WORK/repeated"
+ok $? "dataplane may be given twice, and --check-config prints both"
+"$TALLYD" -c /dev/null -s 'dataplane = dp0 /run/tally/dp-b.sock' \
+	--check-config >"$WORK/repeated" 2>&1
+[ $? -eq 2 ] && grep -q "dp_name's" "$WORK/repeated"
+ok $? "a dataplane named as dp_name's is refused"
+keys="$keys
+$REPEATED_KEYS"
+
 # --- the documents name every key, and no other --------------------------
 # doc_keys FILE: the keys a document lists, in its own format.
 doc_keys() {

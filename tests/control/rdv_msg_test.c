@@ -259,6 +259,71 @@ bad_messages_are_refused(void **state)
 		"\"port\":4791,\"qpn\":16777215}"), 0);
 }
 
+/*
+ * A sharded job's PARAMS (docs/control.md, "Rendezvous protocol"): the
+ * optional "shards" goes both ways, starts with dp_ip's dataplane, and
+ * is refused out of shape; a PARAMS without it is one dataplane.
+ */
+static void
+params_shards(void **state)
+{
+	struct tally_rdv_msg m = { .op = TALLY_RDV_PARAMS,
+		.dp_ip = 0x0a4d0001, .dp_port = 47474, .dp_nports = 2,
+		.job_id = 3, .window = 64, .max_elems = 256 }, o;
+	uint8_t buf[4 + TALLY_RDV_MAX_MSG];
+	const char *head = "{\"op\":\"params\",\"errno\":0,\"dp_ip\":"
+		"\"10.0.0.1\",\"dp_port\":100,\"dp_nports\":1,\"job_id\":1,"
+		"\"window\":1,\"max_elems\":1,\"narrow\":false,\"shards\":";
+	static const char *const bad[] = {
+		"[{\"ip\":\"10.0.0.1\",\"port\":100,\"nports\":1}]}",
+		"[{\"ip\":\"10.0.0.2\",\"port\":100,\"nports\":1},"
+			"{\"ip\":\"10.0.0.1\",\"port\":100,\"nports\":1}]}",
+		"[{\"ip\":\"10.0.0.1\",\"port\":100,\"nports\":1},"
+			"{\"ip\":\"10.0.0.2\",\"port\":65535,\"nports\":2}]}",
+		"[{\"ip\":\"10.0.0.1\",\"port\":100,\"nports\":1},"
+			"{\"ip\":\"239.0.0.2\",\"port\":100,\"nports\":1}]}",
+		"[{\"ip\":\"10.0.0.1\",\"port\":100,\"nports\":1},"
+			"{\"ip\":\"10.0.0.2\",\"port\":100}]}",
+		"[{\"ip\":\"10.0.0.1\",\"port\":100,\"nports\":1},"
+			"{\"ip\":\"10.0.0.2\",\"port\":100,\"nports\":1,"
+			"\"x\":1}]}",
+		"{\"ip\":\"10.0.0.1\"}}",
+	};
+	char text[512];
+
+	(void)state;
+	roundtrip(&m, &o);
+	assert_int_equal(o.nshards, 0);
+	m.nshards = TALLY_RDV_MAX_SHARDS;
+	for (unsigned int h = 0; h < m.nshards; h++)
+		m.shards[h] = (struct tally_rdv_shard){ 0x0a4d0001 + h,
+			(uint16_t)(47474 + h), (uint16_t)(2 + h % 2) };
+	m.shards[0].nports = 2;
+	roundtrip(&m, &o);
+	assert_int_equal(o.nshards, TALLY_RDV_MAX_SHARDS);
+	assert_memory_equal(o.shards, m.shards, sizeof(m.shards));
+	/* The formatter refuses what the parser would. */
+	m.shards[0].port = 1;
+	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
+	m.shards[0].port = 47474;
+	m.nshards = 1;
+	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
+	m.nshards = 2;
+	m.rdma = 1;
+	m.nqpns = 1;
+	m.qpns[0] = 7;
+	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s", head, bad[i]);
+		if (parse(text) != -EPROTO)
+			fail_msg("accepted: %s", text);
+	}
+	snprintf(text, sizeof(text), "%s%s", head, "[{\"ip\":\"10.0.0.1\","
+		"\"port\":100,\"nports\":1},{\"ip\":\"10.0.0.2\",\"port\":"
+		"100,\"nports\":1}]}");
+	assert_int_equal(parse(text), 0);
+}
+
 static void
 frames_and_limits(void **state)
 {
@@ -312,6 +377,7 @@ main(void)
 		cmocka_unit_test(every_op_roundtrips),
 		cmocka_unit_test(bad_messages_are_refused),
 		cmocka_unit_test(frames_and_limits),
+		cmocka_unit_test(params_shards),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

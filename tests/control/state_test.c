@@ -138,8 +138,8 @@ save_and_load(void **state)
 	a->wire_token = 0x0123456789abcdefull;
 	a->epoch = 7;
 	a->base.rounds = 10;
-	a->last.rounds = 5;
-	a->last.bytes_in = 1ull << 40;
+	a->sh[0].last.rounds = 5;
+	a->sh[0].last.bytes_in = 1ull << 40;
 	b->group_ip = 0xef000001;
 	b->group_port = 5000;
 	b->narrow = true;
@@ -405,6 +405,60 @@ state_directory_and_symlinks(void **state)
 	rmdir(p);
 }
 
+/*
+ * A sharded job keeps its dataplanes, in slot order, and each shard's
+ * last reading; a configuration without one of them refuses the file.
+ */
+static void
+sharded_jobs_save_and_load(void **state)
+{
+	static const char *const names[] = { "dp0", "b", "c" };
+	struct fixture *f = *state;
+	struct tallyd *d = &f->d, e = { .ctl_fd = -1, .rdv_fd = -1 };
+	struct tallyd_job t = { .world = 2, .window = 64, .max_elems = 256,
+		.nshards = 2, .sh = { { .dp = 2 }, { .dp = 0 } } }, *j, *x;
+	char tok[65], why[300] = "";
+	struct tallyd_ctr c;
+
+	for (unsigned int i = 0; i < 3; i++)
+		strcpy(d->dps[i].name, names[i]);
+	d->ndps = 3;
+	strcpy(t.name, "sharded");
+	j = tallyd_job_create(d, &t, tok);
+	assert_non_null(j);
+	assert_int_equal(j->nshards, 2);
+	j->base.rounds = 10;
+	j->sh[0].last.rounds = 3;
+	j->sh[1].last.rounds = 4;
+	tallyd_job_counters(j, &c);
+	assert_int_equal(c.rounds, 17);
+	assert_non_null(mk(d, "plain", 1, tok));
+	assert_int_equal(tallyd_state_save(d), 0);
+
+	e.conf = d->conf;
+	memcpy(e.dps, d->dps, sizeof(e.dps));
+	e.ndps = 3;
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), 0);
+	x = tallyd_job_find(&e, "sharded");
+	assert_non_null(x);
+	assert_int_equal(x->nshards, 2);
+	assert_int_equal(x->sh[0].dp, 2);
+	assert_int_equal(x->sh[1].dp, 0);
+	assert_int_equal(x->sh[0].last.rounds, 3);
+	assert_int_equal(x->sh[1].last.rounds, 4);
+	tallyd_job_counters(x, &c);
+	assert_int_equal(c.rounds, 17);
+	x = tallyd_job_find(&e, "plain");
+	assert_int_equal(x->nshards, 1);
+	assert_int_equal(x->sh[0].dp, 0);
+	free_jobs(&e);
+
+	e.ndps = 2;		/* "c" is gone from the configuration */
+	assert_int_equal(tallyd_state_load(&e, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "dataplane 'c'"));
+	free_jobs(&e);
+}
+
 int
 main(void)
 {
@@ -412,6 +466,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(create_ids_and_tokens, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(save_and_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(sharded_jobs_save_and_load,
+			setup, teardown),
 		cmocka_unit_test_setup_teardown(missing_file_is_a_first_start,
 			setup, teardown),
 		cmocka_unit_test_setup_teardown(damaged_files_are_refused,

@@ -95,6 +95,50 @@ dp_stop() {
 	return $rc
 }
 
+# dp_start_at H [EXTRA tally-dp options]: tally-dp number H (2..) of a
+# testbed with --dps, on dataplane H's port and address, admin socket
+# $WORK/dpH.sock (DP_SOCK=$WORK/dpH.sock dp_admin ... talks to it), with
+# the first PMD of TALLY_PMD, DP_LCORES and DP_VDEV_ARGS as dp_start;
+# its pid in DP_PIDS[H]. dp_stop_at stops them all.
+DP_PIDS=()
+dp_start_at() {
+	local h=$1 ifc ip sock=$WORK/dp$1.sock pmd args
+	shift
+	eval "ifc=\$TESTBED_DP_IF_$h ip=\$TESTBED_DP_IP_$h"
+	pmd=${TALLY_PMD:-net_af_packet}
+	pmd=${pmd%% *}
+	args=${DP_VDEV_ARGS:-}
+	case $pmd,$args in
+	net_af_packet,*framecnt=*) ;;
+	net_af_packet,*) args="$args,framecnt=4096" ;;
+	esac
+	"$DP_BIN" ${DP_LCORES:--l 0,1} --no-huge --no-shconf -m 512 --no-pci \
+		--file-prefix "tally-e2e-$$-$h" --log-level 'pmd.*:error' \
+		--vdev "${pmd}$h,iface=$ifc$args" -- \
+		--addr "$ip" --admin "$sock" --idle-us "${DP_IDLE_US:-50}" \
+		--mtu "${TESTBED_MTU:-1500}" "$@" >"$WORK/dp$h.log" 2>&1 &
+	DP_PIDS[h]=$!
+	for _ in $(seq 100); do
+		"$DPADMIN" "$sock" '{"cmd":"ping"}' >/dev/null 2>&1 && return 0
+		kill -0 "${DP_PIDS[h]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "# tally-dp $h did not start:"
+	sed 's/^/#   /' "$WORK/dp$h.log"
+	return 1
+}
+
+# dp_stop_at: stops every tally-dp of dp_start_at.
+dp_stop_at() {
+	local h
+	for h in "${!DP_PIDS[@]}"; do
+		kill -TERM "${DP_PIDS[h]}" 2>/dev/null || true
+		wait "${DP_PIDS[h]}" 2>/dev/null || true
+		rm -rf "/var/run/dpdk/tally-e2e-$$-$h"
+	done
+	DP_PIDS=()
+}
+
 # dp_admin JSON: one admin request; prints the reply.
 dp_admin() {
 	"$DPADMIN" "$DP_SOCK" "$1"
@@ -305,6 +349,7 @@ worker_url() {
 finish() {
 	tallyd_stop >/dev/null 2>&1 || true
 	dp_stop >/dev/null 2>&1 || true
+	dp_stop_at
 	echo "1..$ntap"
 	rm -rf "$WORK" /var/run/dpdk/tally-e2e-$$ /var/run/dpdk/[xyz]$$
 	[ "$nfail" -eq 0 ]

@@ -564,6 +564,64 @@ loss_5_percent(void **state)
 }
 
 /*
+ * A job sharded over two aggregators (docs/scale-out.md, "Shards"):
+ * slot s at aggregator s % 2, the first with two ports, the second with
+ * one; each holds the whole job and sees only its slots. The results
+ * are the reference's, lossless and with 3 % loss both ways (the gap
+ * sequence numbers count per aggregator and port), and each aggregator
+ * completed rounds of its own.
+ */
+static void
+run_sharded(struct loopagg_conf *ac, struct plan plan)
+{
+	struct loopagg_stats st[2];
+	struct tally_shard sh[2];
+	struct loopagg *a[2];
+	unsigned int r;
+
+	ac->nports = 2;
+	a[0] = loopagg_start(ac);
+	ac->nports = 1;
+	ac->seed++;
+	a[1] = loopagg_start(ac);
+	assert_non_null(a[0]);
+	assert_non_null(a[1]);
+	sh[0] = (struct tally_shard){ "127.0.0.1", loopagg_port(a[0]), 2 };
+	sh[1] = (struct tally_shard){ "127.0.0.1", loopagg_port(a[1]), 1 };
+	for (r = 0; r < WORLD; r++) {
+		workers[r].o = opts_for(a[0], r, WORLD);
+		workers[r].o.dp_addr = NULL;	/* the shards say */
+		workers[r].o.shards = sh;
+		workers[r].o.nshards = 2;
+	}
+	run_workers(WORLD, plan);
+	loopagg_stop(a[0], &st[0]);
+	loopagg_stop(a[1], &st[1]);
+	check_results(WORLD);
+	print_message("# completed %llu + %llu rounds\n",
+		(unsigned long long)st[0].agg.completed,
+		(unsigned long long)st[1].agg.completed);
+	assert_true(st[0].agg.completed > 0);
+	assert_true(st[1].agg.completed > 0);
+	assert_int_equal(st[0].agg.nacks + st[1].agg.nacks, 0);
+}
+
+static void
+sharded_two_aggregators(void **state)
+{
+	struct loopagg_conf ac = agg_conf(WORLD);
+
+	(void)state;
+	run_sharded(&ac, PLAN(mixed));
+	teardown(NULL);
+	ac = agg_conf(WORLD);
+	ac.loss_up = 0.03;
+	ac.loss_down = 0.03;
+	ac.seed = 7;
+	run_sharded(&ac, PLAN(lossy));
+}
+
+/*
  * Issue 11, item 13, the worker's side: results of earlier rounds come
  * again (the aggregator replays old results, as a network holding them
  * back or an attacker would). Every step sums other tensors, and the
@@ -1154,6 +1212,7 @@ main(void)
 		cmocka_unit_test(transport_errors),
 		cmocka_unit_test_teardown(i32_sizes, teardown),
 		cmocka_unit_test_teardown(f32_sizes, teardown),
+		cmocka_unit_test_teardown(sharded_two_aggregators, teardown),
 		cmocka_unit_test_teardown(mixed_sequence, teardown),
 		cmocka_unit_test_teardown(world_1, teardown),
 		cmocka_unit_test_teardown(infinity_is_erange, teardown),

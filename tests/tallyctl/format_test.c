@@ -242,6 +242,53 @@ job_show(void **state)
 	json_decref(j);
 }
 
+/*
+ * A sharded job's "shards" (docs/scale-out.md) under its counters, and
+ * the "dataplanes" of stats when tallyd drives more than one.
+ */
+static void
+shards_and_dataplanes(void **state)
+{
+	json_t *j = load("{\"name\": \"s\", \"shards\": ["
+		"{\"dataplane\": \"dp0\", \"up\": true, \"in_dp\": true,"
+		" \"counters\": {\"rounds\": 12, \"contributions\": 48,"
+		" \"bytes_in\": 4096, \"results\": 48, \"drops\": 0}},"
+		"{\"dataplane\": \"rack2\", \"up\": false, \"in_dp\": false,"
+		" \"counters\": {\"rounds\": 11, \"contributions\": 44,"
+		" \"bytes_in\": 3900, \"results\": 44, \"drops\": 1}}]}");
+	char *out;
+	int ret;
+
+	(void)state;
+	CAPTURE(out, ret, tallyctl_print_job(f, j, NOW));
+	assert_int_equal(ret, 0);
+	assert_non_null(strstr(out,
+		"shards:\n"
+		"  DATAPLANE  UP   HOLDS  ROUNDS  CONTRIBUTIONS  BYTES_IN  "
+		"RESULTS  DROPS\n"
+		"  dp0        yes  yes        12             48      4096  "
+		"     48      0\n"
+		"  rack2      no   no         11             44      3900  "
+		"     44      1\n"));
+	free(out);
+	json_decref(j);
+
+	j = load("{\"errno\": 0, \"tallyd\": {\"dp_up\": false}, \"dp\": null,"
+		" \"dataplanes\": [{\"name\": \"dp0\", \"up\": true, \"endpoint\":"
+		" \"10.77.0.1:47474+1\"}, {\"name\": \"rack2\", \"up\": false,"
+		" \"endpoint\": null}]}");
+	CAPTURE(out, ret, tallyctl_print_stats(f, j, false));
+	assert_int_equal(ret, 0);
+	assert_non_null(strstr(out,
+		"dataplanes:\n"
+		"  DATAPLANE  UP   ENDPOINT\n"
+		"  dp0        yes  10.77.0.1:47474+1\n"
+		"  rack2      no   unknown\n"
+		"tally-dp: down\n"));
+	free(out);
+	json_decref(j);
+}
+
 /* A unicast job forming, narrow, with an idle timeout, no members yet. */
 static void
 job_show_forming(void **state)
@@ -537,6 +584,7 @@ main(void)
 		cmocka_unit_test(job_list),
 		cmocka_unit_test(job_list_empty),
 		cmocka_unit_test(job_show),
+		cmocka_unit_test(shards_and_dataplanes),
 		cmocka_unit_test(job_show_forming),
 		cmocka_unit_test(job_created),
 		cmocka_unit_test(stats_nonzero),

@@ -168,6 +168,24 @@ def judge16(here, size):
     return out
 
 
+def judge_shard(here, size):
+    """Issue 15's target: a job sharded over H tally-dp hosts, every
+    host's link limited like the workers', is not slower than one host
+    (tally, on the same testbed) by median."""
+    one = next((c for c in here if c["system"] == "tally"), None)
+    out = []
+    for c in here:
+        if not c["system"].startswith("tally-shard") or one is None:
+            continue
+        v = {"size": size, "what": f"{c['system']} vs tally by median",
+             "target": 1.0}
+        if "median_s" in c and "median_s" in one:
+            v["ratio"] = one["median_s"] / c["median_s"]
+        v["met"] = v.get("ratio", 0) >= 1.0
+        out.append(v)
+    return out
+
+
 def judge(cells, size, workers, dtype="f32"):
     """Speed against the fastest peer by median; the targets' verdicts."""
     here = [c for c in cells if c["size"] == size]
@@ -182,9 +200,11 @@ def judge(cells, size, workers, dtype="f32"):
         return judge16(here, size)
     mpi = next((c for c in peers if c["system"] == "mpi"), None)
     out += judge_xdp(here, size)
+    out += judge_shard(here, size)
     for c in here:
         if (not c["system"].startswith("tally-") or mpi is None
-                or c["system"] == "tally-xdp"):
+                or c["system"] == "tally-xdp"
+                or c["system"].startswith("tally-shard")):
             continue
         # A codec's targets against OpenMPI: q8 4x, block-sparse at 1%
         # 20x; the others are shown, not judged.

@@ -226,6 +226,46 @@ print_counters(FILE *f, const json_t *counters)
 	return ret;
 }
 
+/*
+ * The job's shards (tallyd's "shards": a job on several tally-dp hosts,
+ * docs/scale-out.md): each dataplane, whether it answers, and the
+ * counters that tally-dp reports for the job there.
+ */
+static int
+print_shards(FILE *f, const json_t *shards)
+{
+	static const char *const ctr[] = { "rounds", "contributions",
+		"bytes_in", "results", "drops" };
+	struct tallyctl_table *t = tallyctl_table_new(8, "lllrrrrr");
+	const json_t *s;
+	size_t i;
+	int ret;
+
+	if (t == NULL)
+		return -ENOMEM;
+	ret = tallyctl_table_cells(t, "DATAPLANE", "UP", "HOLDS", "ROUNDS",
+		"CONTRIBUTIONS", "BYTES_IN", "RESULTS", "DROPS", NULL);
+	json_array_foreach(shards, i, s) {
+		const json_t *c = json_object_get(s, "counters");
+
+		if (ret != 0 || (ret = cell(t, json_object_get(s,
+				"dataplane"))) || (ret = tallyctl_table_cell(t,
+				"%s", json_is_true(json_object_get(s, "up")) ?
+				"yes" : "no")) || (ret = tallyctl_table_cell(t,
+				"%s", json_is_true(json_object_get(s,
+				"in_dp")) ? "yes" : "no")))
+			break;
+		for (size_t k = 0; ret == 0 && k < 5; k++)
+			ret = cell(t, json_object_get(c, ctr[k]));
+	}
+	if (ret == 0) {
+		fputs("shards:\n", f);
+		ret = tallyctl_table_print(t, f, "  ");
+	}
+	tallyctl_table_destroy(t);
+	return ret;
+}
+
 int
 tallyctl_print_job(FILE *f, const json_t *job, time_t now)
 {
@@ -253,6 +293,8 @@ tallyctl_print_job(FILE *f, const json_t *job, time_t now)
 		ret = print_members(f, members);
 	if (ret == 0 && json_is_object(counters))
 		ret = print_counters(f, counters);
+	if (ret == 0 && json_array_size(json_object_get(job, "shards")) > 0)
+		ret = print_shards(f, json_object_get(job, "shards"));
 	return ret;
 }
 

@@ -172,6 +172,44 @@ print_dp(FILE *f, const json_t *dp, bool all)
 	return ret;
 }
 
+/*
+ * The dataplanes tallyd drives, when it drives more than one (jobs
+ * sharded over them, docs/scale-out.md): name, up, and the endpoint
+ * workers send to.
+ */
+static int
+print_dataplanes(FILE *f, const json_t *dps)
+{
+	struct tallyctl_table *t;
+	const json_t *d;
+	size_t i;
+	int ret;
+
+	if (json_array_size(dps) < 2)
+		return 0;
+	t = tallyctl_table_new(3, "lll");
+	if (t == NULL)
+		return -ENOMEM;
+	ret = tallyctl_table_cells(t, "DATAPLANE", "UP", "ENDPOINT", NULL);
+	json_array_foreach(dps, i, d) {
+		const char *n = json_string_value(json_object_get(d, "name"));
+		const char *e = json_string_value(json_object_get(d,
+			"endpoint"));
+
+		if (ret != 0)
+			break;
+		ret = tallyctl_table_cells(t, n != NULL ? n : "?",
+			json_is_true(json_object_get(d, "up")) ? "yes" : "no",
+			e != NULL ? e : "unknown", NULL);
+	}
+	if (ret == 0) {
+		fputs("dataplanes:\n", f);
+		ret = tallyctl_table_print(t, f, "  ");
+	}
+	tallyctl_table_destroy(t);
+	return ret;
+}
+
 int
 tallyctl_print_stats(FILE *f, const json_t *reply, bool all)
 {
@@ -186,6 +224,8 @@ tallyctl_print_stats(FILE *f, const json_t *reply, bool all)
 	ret = print_tallyd(f, td);
 	if (ret == 0 && json_is_object(jf))
 		ret = print_failures(f, jf);
+	if (ret == 0)
+		ret = print_dataplanes(f, json_object_get(reply, "dataplanes"));
 	if (ret != 0)
 		return ret;
 	if (json_is_boolean(up))

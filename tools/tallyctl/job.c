@@ -36,6 +36,7 @@ struct create_args {
 	const char *group;
 	const char *codec;
 	const char *transport;
+	const char *dataplanes;		/* "A,B,C" */
 };
 
 /* "A.B.C.D:PORT", as far as tallyctl checks it (tallyd does the rest). */
@@ -92,6 +93,9 @@ create_opt(struct tallyctl *g, int argc, char **argv, int *i,
 		}
 		return r > 0 ? 1 : -1;
 	}
+	if ((r = tallyctl_opt(g, argc, argv, i, "--dataplanes",
+			&a->dataplanes)) != 0)
+		return r > 0 ? 1 : -1;	/* tallyd checks the names */
 	if ((r = tallyctl_opt(g, argc, argv, i, "--group", &a->group)) == 0)
 		return 0;
 	if (r > 0 && !group_ok(a->group)) {
@@ -132,6 +136,24 @@ create_args(struct tallyctl *g, int argc, char **argv, struct create_args *a)
 	return -1;
 }
 
+/* "A,B,C" as ["A", "B", "C"] (empty names kept: tallyd refuses them). */
+static json_t *
+names_json(const char *list)
+{
+	json_t *a = json_array();
+	const char *p = list;
+
+	while (a != NULL) {
+		size_t n = strcspn(p, ",");
+
+		json_array_append_new(a, json_stringn(p, n));
+		if (p[n] == '\0')
+			break;
+		p += n + 1;
+	}
+	return a;
+}
+
 /* The job_create request: only the keys given. NULL on ENOMEM. */
 static json_t *
 create_req(const struct create_args *a)
@@ -155,6 +177,9 @@ create_req(const struct create_args *a)
 	if (req != NULL && a->transport != NULL)
 		err |= json_object_set_new(req, "transport",
 			json_string(a->transport));
+	if (req != NULL && a->dataplanes != NULL)
+		err |= json_object_set_new(req, "dataplanes",
+			names_json(a->dataplanes));
 	if (err) {
 		json_decref(req);
 		return NULL;
@@ -250,11 +275,13 @@ job_delete(struct tallyctl *g, int argc, char **argv)
 const struct tallyctl_cmd tallyctl_job_cmds[] = {
 	{ "create", "NAME --world N [--window N] [--max-elems N] [--narrow] "
 	  "[--group IP:PORT] [--idle-timeout S] [--codec SPEC] [--auth] "
-	  "[--transport udp|rdma]",
+	  "[--transport udp|rdma] [--dataplanes A,B,...]",
 	  "Create a job (world 1-64, "
 	  "window 1-32768 slots, max-elems 1-8192, idle timeout in seconds, "
 	  "0: never; --auth: every packet tagged, docs/protocol.md; "
-	  "--transport rdma: workers send RoCEv2 UD, docs/rdma.md) and "
+	  "--transport rdma: workers send RoCEv2 UD, docs/rdma.md; "
+	  "--dataplanes: shard it over these tally-dp hosts, slot s at the "
+	  "(s mod H)th, docs/scale-out.md) and "
 	  "print its token, which is shown only this once.",
 	  job_create, NULL },
 	{ "list", "", "One line per job: its id, world, members joined, "
