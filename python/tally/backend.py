@@ -523,7 +523,10 @@ class ProcessGroupTally(ProcessGroup):
         else:
             avg = op == ReduceOp.AVG
             fn = self._native("reduce_scatter", flat)
+            # libtally's reduce-scatter sums float32 and int32 (16-bit
+            # ones: EOPNOTSUPP); 16-bit tensors take the allreduce.
             if fn is not None and out.is_contiguous() and \
+                    flat.dtype in (torch.float32, torch.int32) and \
                     out.dtype == flat.dtype:
                 fn(flat, out, mean=avg)
                 return out
