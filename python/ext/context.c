@@ -556,8 +556,8 @@ static PyMethodDef ctx_methods[] = {
 		"reduce_scatter(input, output, mean=False): output (k elements) "
 		"gets this rank's shard (elements rank x k .. (rank + 1) x k - 1) "
 		"of the sum of input (world x k elements, same type) over every "
-		"rank: float32 in shared-scale fixed point, int32 exactly; "
-		"bfloat16 and float16 refused (EOPNOTSUPP) by this libtally. "
+		"rank: float32 in shared-scale fixed point, int32 exactly, "
+		"bfloat16 and float16 in fixed point rounded once to the type. "
 		"mean: the average (float32), input multiplied by 1/world in "
 		"place first, as allreduce(mean=True). tally_reduce_scatter()." },
 	{ "allgather", (PyCFunction)(void (*)(void))ext_ctx_allgather,

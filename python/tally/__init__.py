@@ -321,8 +321,9 @@ class Context:
         r*k .. (r+1)*k - 1. Both C-contiguous numpy arrays, buffers or
         CPU tensors, never copied. With mean=True input is overwritten:
         it is multiplied by 1/world (a float32 product) first, the bits
-        allreduce(mean=True) gives. bfloat16 and float16 are refused
-        with tally.Error(EOPNOTSUPP) by this libtally."""
+        allreduce(mean=True) gives. bfloat16 and float16 (CPU
+        tensors; numpy float16) in the 16-bit fixed point rounded once
+        to the type, as allreduce."""
         self._c.reduce_scatter(_host(input, "reduce_scatter"),
                                _host(output, "reduce_scatter"), bool(mean))
         return output

@@ -543,10 +543,11 @@ class ProcessGroupTally(ProcessGroup):
         else:
             avg = op == ReduceOp.AVG
             fn = self._native("reduce_scatter", flat)
-            # libtally's reduce-scatter sums float32 and int32 (16-bit
-            # ones: EOPNOTSUPP); 16-bit tensors take the allreduce.
+            # mean= is float32's (16-bit averages take the allreduce,
+            # summed as float32 and rounded once back).
             if fn is not None and out.is_contiguous() and \
-                    flat.dtype in (torch.float32, torch.int32) and \
+                    (flat.dtype in (torch.float32, torch.int32) or
+                     not avg) and \
                     out.dtype == flat.dtype:
                 fn(flat, out, mean=avg)
                 return out
