@@ -3,7 +3,7 @@
 tally_reduce_scatter, tally_allgather, tally_broadcast) against loopagg:
 numpy arrays and CPU torch tensors, worlds 1 to 3, sizes 0, 1, 257 and a
 prime. Reduce-scatter's shard is bit for bit the same shard of an
-allreduce of the same inputs (float32: within the fixed-point bound of
+allreduce of the same inputs (bfloat16 and float16 too) (float32: within the fixed-point bound of
 the exact sum; int32: the exact wrapping sum); all-gather and broadcast
 move the bytes as they are, 16-bit types included; every rank gets the
 same bits; errors are exceptions. The ranks are threads: a call that
@@ -197,28 +197,30 @@ def test_broadcast(kind, dtype, world, n):
         assert _bytes(xs[r]) == want
 
 
-def test_sixteen_bit_reduce_scatter_refused():
-    """libtally does not reduce-scatter 16-bit types yet: EOPNOTSUPP with
-    its sentence, and the context stays usable."""
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("world", WORLDS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_reduce_scatter_sixteen_bit(dtype, world, n):
+    """bfloat16 and float16 tensors (libtally's 16-bit fixed point):
+    rank r's output is shard r of the 16-bit allreduce of the same
+    tensors, bit for bit, on every rank."""
     torch = pytest.importorskip("torch")
-    with Loop(2) as loop:
+    dt = getattr(torch, dtype)
+    ins = [torch.from_numpy(a).to(dt)
+           for a in _inputs("float32", world * n, world, seed=world + n)]
+    keep = [t.clone() for t in ins]
+    outs = [torch.zeros(n, dtype=dt) for _ in range(world)]
+    with Loop(world) as loop:
         ctxs = loop.open_all()
-
-        def rank(r):
-            x = torch.ones(8, dtype=torch.bfloat16)
-            with pytest.raises(tally.Error) as e:
-                ctxs[r].reduce_scatter(x, torch.zeros(4,
-                                                      dtype=torch.bfloat16))
-            assert e.value.errno == errno.EOPNOTSUPP
-            assert e.value.strerror
-            y = np.full(4, r + 1, np.float32)
-            out = np.zeros(2, np.float32)
-            ctxs[r].reduce_scatter(y, out)
-            return out.tolist()
-        got = run_ranks(2, rank)
+        run_ranks(world, lambda r: ctxs[r].reduce_scatter(ins[r], outs[r]))
+        full = [t.clone() for t in keep]
+        run_ranks(world, lambda r: ctxs[r].allreduce(full[r]))
         for c in ctxs:
             c.close()
-    assert got == [[3.0, 3.0], [3.0, 3.0]]
+    for r in range(world):
+        assert _bytes(ins[r]) == _bytes(keep[r])
+        assert _bytes(outs[r]) == _bytes(full[0][r * n:(r + 1) * n])
+        assert _bytes(full[r]) == _bytes(full[0])
 
 
 def test_bad_arguments():
