@@ -13,9 +13,6 @@
 
 #include "ext.h"
 
-/* What a buffer's elements are. */
-enum elem_kind { ELEM_F32, ELEM_I32, ELEM_BF16, ELEM_F16 };
-
 static const char *const elem_names[] = { "float32", "int32", "bfloat16",
 	"float16" };
 
@@ -48,7 +45,7 @@ ext_ctx_leave(struct ext_ctx *c)
  * with a TypeError.
  */
 static int
-elem_kind(const Py_buffer *v, const char *want, enum elem_kind *k)
+elem_kind(const Py_buffer *v, const char *want, enum ext_elem *k)
 {
 	const char *f = v->format != NULL ? v->format : "B";
 	const char *t = f;
@@ -59,9 +56,9 @@ elem_kind(const Py_buffer *v, const char *want, enum elem_kind *k)
 	two = v->itemsize == 2 && (strcmp(t, "e") == 0 ||
 		strcmp(t, "h") == 0 || strcmp(t, "H") == 0);
 	if (want != NULL && two && strcmp(want, "bfloat16") == 0)
-		*k = ELEM_BF16;
+		*k = EXT_BF16;
 	else if (want != NULL && two && strcmp(want, "float16") == 0)
-		*k = ELEM_F16;
+		*k = EXT_F16;
 	else if (want != NULL) {
 		PyErr_Format(PyExc_TypeError, "tally: dtype='%s' takes a "
 			"buffer of 2-byte elements (format e, h or H), and is "
@@ -69,12 +66,12 @@ elem_kind(const Py_buffer *v, const char *want, enum elem_kind *k)
 			want, f, v->itemsize);
 		return -1;
 	} else if (v->itemsize == 2 && strcmp(t, "e") == 0)
-		*k = ELEM_F16;
+		*k = EXT_F16;
 	else if (v->itemsize == 4 && strcmp(t, "f") == 0)
-		*k = ELEM_F32;
+		*k = EXT_F32;
 	else if (v->itemsize == 4 && (strcmp(t, "i") == 0 ||
 			strcmp(t, "l") == 0))
-		*k = ELEM_I32;
+		*k = EXT_I32;
 	else {
 		PyErr_Format(PyExc_TypeError, "tally: allreduce takes float32 "
 			"or int32 elements, float16, or 2-byte ones named by "
@@ -86,7 +83,7 @@ elem_kind(const Py_buffer *v, const char *want, enum elem_kind *k)
 }
 
 /*
- * Takes obj's buffer, writable, C-contiguous, into *v (released by the
+ * Takes obj's buffer, writable (readable only with ro), C-contiguous, into *v (released by the
  * caller with PyBuffer_Release() on success), and its element kind into
  * *k. Never copies: a buffer that is not contiguous is refused. Returns
  * 0, -1 with an exception, or 1 (no exception) when obj has no buffer
@@ -94,11 +91,12 @@ elem_kind(const Py_buffer *v, const char *want, enum elem_kind *k)
  */
 static int
 get_buffer(PyObject *obj, const char *want, Py_buffer *v,
-	enum elem_kind *k)
+	enum ext_elem *k, int ro)
 {
-	if (PyObject_GetBuffer(obj, v, PyBUF_RECORDS) != 0) {
+	if (PyObject_GetBuffer(obj, v, ro ? PyBUF_RECORDS_RO :
+			PyBUF_RECORDS) != 0) {
 		PyErr_Clear();
-		if (PyObject_GetBuffer(obj, v, PyBUF_RECORDS_RO) == 0) {
+		if (!ro && PyObject_GetBuffer(obj, v, PyBUF_RECORDS_RO) == 0) {
 			PyBuffer_Release(v);
 			PyErr_SetString(PyExc_ValueError, "tally: the buffer is "
 				"read-only; allreduce writes the sums into it");
@@ -178,7 +176,7 @@ attr_is(PyObject *obj, const char *name, const char *sub, const char *s)
  * or -1 with an exception.
  */
 static int
-get_tensor(PyObject *obj, void **buf, size_t *n, enum elem_kind *k)
+get_tensor(PyObject *obj, void **buf, size_t *n, enum ext_elem *k)
 {
 	static const char *const names[] = { "torch.float32", "torch.int32",
 		"torch.bfloat16", "torch.float16" };
@@ -224,7 +222,7 @@ get_tensor(PyObject *obj, void **buf, size_t *n, enum elem_kind *k)
 	p = attr_ll(obj, "data_ptr");
 	if (PyErr_Occurred())
 		return -1;
-	*k = (enum elem_kind)i;
+	*k = (enum ext_elem)i;
 	*buf = (void *)(uintptr_t)p;
 	*n = (size_t)cnt;
 	return 0;
@@ -235,14 +233,14 @@ get_tensor(PyObject *obj, void **buf, size_t *n, enum elem_kind *k)
  * the average (float32 only), divided as libtally decodes.
  */
 static int
-reduce(struct tally_ctx *ctx, struct tally_state *st, enum elem_kind k,
+reduce(struct tally_ctx *ctx, struct tally_state *st, enum ext_elem k,
 	void *buf, size_t n, int mean)
 {
-	if (k == ELEM_I32)
+	if (k == EXT_I32)
 		return tally_allreduce_i32(ctx, buf, n);
-	if (k == ELEM_BF16)
+	if (k == EXT_BF16)
 		return tally_allreduce_typed(ctx, buf, n, TALLY_DT_BF16);
-	if (k == ELEM_F16)
+	if (k == EXT_F16)
 		return tally_allreduce_typed(ctx, buf, n, TALLY_DT_F16);
 	if (mean)
 		return tally_allreduce_mean(ctx, st, buf, n);
@@ -253,13 +251,13 @@ reduce(struct tally_ctx *ctx, struct tally_state *st, enum elem_kind k,
 
 /* The state and mean checks of a call on n elements of kind k. */
 static int
-check_extras(PyObject *sobj, enum elem_kind k, size_t n, int mean,
+check_extras(PyObject *sobj, enum ext_elem k, size_t n, int mean,
 	struct tally_state **st)
 {
 	if (sobj != Py_None) {
 		struct ext_state *s = (struct ext_state *)sobj;
 
-		if (k != ELEM_F32 || s->n != (Py_ssize_t)n) {
+		if (k != EXT_F32 || s->n != (Py_ssize_t)n) {
 			PyErr_Format(PyExc_ValueError, "tally: the state "
 				"is for %zd float32 elements, the buffer has %zu "
 				"of %s (a State belongs to one tensor: make a new "
@@ -269,7 +267,7 @@ check_extras(PyObject *sobj, enum elem_kind k, size_t n, int mean,
 		}
 		*st = s->st;
 	}
-	if (mean && k != ELEM_F32) {
+	if (mean && k != EXT_F32) {
 		PyErr_SetString(PyExc_TypeError, "tally: mean=True takes "
 			"float32 elements (an int32 average is not an int32)");
 		return -1;
@@ -288,7 +286,7 @@ ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
 	PyObject *obj, *sobj = Py_None;
 	struct tally_state *st = NULL;
 	const char *want = NULL;
-	enum elem_kind k;
+	enum ext_elem k;
 	char why[512] = "";
 	Py_buffer v;
 	int mean = 0, view;
@@ -302,7 +300,7 @@ ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
 	if (sobj != Py_None && !PyObject_TypeCheck(sobj, &ext_state_type))
 		return PyErr_Format(PyExc_TypeError, "tally: state must be a "
 			"tally.State, not %s", Py_TYPE(sobj)->tp_name);
-	view = get_buffer(obj, want, &v, &k);
+	view = get_buffer(obj, want, &v, &k, 0);
 	if (view < 0)
 		return NULL;
 	if (view == 0) {
@@ -331,6 +329,35 @@ ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
 	if (rc < 0)
 		return ext_raise(rc, why);
 	Py_RETURN_NONE;
+}
+
+/*
+ * The elements of obj (a C-contiguous buffer, writable unless ro, or a
+ * contiguous CPU torch tensor) into *a, for the collectives of coll.c;
+ * never a copy. The caller releases it with ext_array_release(). Returns
+ * 0, or -1 with an exception.
+ */
+int
+ext_array_get(PyObject *obj, int ro, struct ext_array *a)
+{
+	a->view = get_buffer(obj, NULL, &a->v, &a->k, ro);
+	if (a->view < 0)
+		return -1;
+	if (a->view == 0) {
+		a->buf = a->v.buf;
+		a->n = (size_t)(a->v.len / a->v.itemsize);
+		return 0;
+	}
+	return get_tensor(obj, &a->buf, &a->n, &a->k);
+}
+
+/* Releases what ext_array_get() took (a buffer view; a tensor: nothing). */
+void
+ext_array_release(struct ext_array *a)
+{
+	if (a->view == 0)
+		PyBuffer_Release(&a->v);
+	a->view = 1;
 }
 
 /* Context.set_lanes(lanes): tally_ctx_set_lanes(). */
@@ -523,6 +550,26 @@ static PyMethodDef ctx_methods[] = {
 		".view(torch.int16).numpy()), or a contiguous CPU torch tensor "
 		"of those types; it is never copied, and the GIL is released "
 		"while libtally works." },
+	{ "reduce_scatter",
+		(PyCFunction)(void (*)(void))ext_ctx_reduce_scatter,
+		METH_VARARGS | METH_KEYWORDS,
+		"reduce_scatter(input, output, mean=False): output (k elements) "
+		"gets this rank's shard (elements rank x k .. (rank + 1) x k - 1) "
+		"of the sum of input (world x k elements, same type) over every "
+		"rank: float32 in shared-scale fixed point, int32 exactly, "
+		"bfloat16 and float16 in fixed point rounded once to the type. "
+		"mean: the average (float32), input multiplied by 1/world in "
+		"place first, as allreduce(mean=True). tally_reduce_scatter()." },
+	{ "allgather", (PyCFunction)(void (*)(void))ext_ctx_allgather,
+		METH_VARARGS | METH_KEYWORDS,
+		"allgather(input, output): output (world x k elements, of "
+		"input's type) gets rank r's input (k elements) as its shard r "
+		"on every rank, bytes as they are; input may be this rank's own "
+		"shard of output. tally_allgather()." },
+	{ "broadcast", (PyCFunction)(void (*)(void))ext_ctx_broadcast,
+		METH_VARARGS | METH_KEYWORDS,
+		"broadcast(buf, root): root's buf, in place on every rank, bytes "
+		"as they are. tally_broadcast()." },
 	{ "set_lanes", (PyCFunction)ctx_set_lanes, METH_O,
 		"set_lanes(lanes): the wire lanes of bfloat16 and float16 "
 		"sums, 0 (the rule: 16 in a narrow job where the error bound "

@@ -61,6 +61,35 @@ void ext_ctx_leave(struct ext_ctx *c);
 PyObject *ext_ctx_allreduce_cuda(struct ext_ctx *c, PyObject *args,
 	PyObject *kw);
 
+/* What a buffer's elements are: TALLY_DT_* in the same order. */
+enum ext_elem { EXT_F32, EXT_I32, EXT_BF16, EXT_F16 };
+
+/* A buffer or CPU tensor's elements, borrowed for one call. */
+struct ext_array {
+	Py_buffer v;		/* when view == 0 */
+	int view;		/* 0: a buffer view to release */
+	void *buf;
+	size_t n;		/* elements */
+	enum ext_elem k;
+};
+
+/* Takes obj's elements (context.c): 0, or -1 with an exception. */
+int ext_array_get(PyObject *obj, int ro, struct ext_array *a);
+
+/* Releases what ext_array_get() took. */
+void ext_array_release(struct ext_array *a);
+
+/*
+ * Context.reduce_scatter(), .allgather() and .broadcast() (coll.c):
+ * libtally's tally_reduce_scatter(), tally_allgather(), tally_broadcast().
+ */
+PyObject *ext_ctx_reduce_scatter(struct ext_ctx *c, PyObject *args,
+	PyObject *kw);
+PyObject *ext_ctx_allgather(struct ext_ctx *c, PyObject *args,
+	PyObject *kw);
+PyObject *ext_ctx_broadcast(struct ext_ctx *c, PyObject *args,
+	PyObject *kw);
+
 /* _tally.open() and _tally.open_direct(): new contexts. */
 PyObject *ext_open(PyObject *mod, PyObject *args, PyObject *kw);
 PyObject *ext_open_direct(PyObject *mod, PyObject *args, PyObject *kw);

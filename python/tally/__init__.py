@@ -10,7 +10,10 @@ A context is one rank's membership of a tally job, as libtally's
 
 ``allreduce`` sums a float32 or int32 buffer over every rank, in place:
 float32 through the job's codec (``tallyctl job create ... --codec``),
-int32 exactly. The buffer is never copied: libtally reads and writes
+int32 exactly; bfloat16 and float16 (CPU tensors, or numpy float16) in
+fixed point rounded once to their type. ``reduce_scatter``,
+``allgather`` and ``broadcast`` are libtally's other collectives, on
+the same objects (docs/collectives.md). The buffer is never copied: libtally reads and writes
 the array's own memory, with the GIL released, so other Python threads
 run meanwhile. A buffer that is not contiguous is refused (ValueError),
 never copied behind your back. Every error of libtally or tallyd is a
@@ -38,7 +41,11 @@ import sys as _sys
 from tally import _tally
 from tally._tally import Error
 
-__all__ = ["open", "open_direct", "Context", "State", "Error", "HAVE_CUDA"]
+__all__ = ["open", "open_direct", "Context", "State", "Error", "HAVE_CUDA",
+           "DTYPES"]
+
+#: The dtypes a Context's calls take (allreduce and the collectives).
+DTYPES = ("float32", "int32", "bfloat16", "float16")
 
 #: Whether this build of libtally reduces CUDA tensors on the GPU
 #: (tally_allreduce_cuda()). Without it a CUDA tensor is refused: tally
@@ -137,12 +144,16 @@ def open_direct(dp_addr, job, token, rank, world, *, timeout=None, **opts):
                                       **opts))
 
 
-def _check_tensor(x):
-    """Refuses a tensor (CPU or CUDA) libtally cannot take in place."""
+def _check_tensor(x, what="allreduce"):
+    """Refuses a tensor (CPU or CUDA) libtally cannot take in place:
+    float32, int32, bfloat16 and float16 pass (16-bit ones on the host
+    only: libtally's GPU path sums float32 and int32)."""
     torch = _sys.modules["torch"]
-    if x.dtype not in (torch.float32, torch.int32):
-        raise TypeError("tally: allreduce takes float32 or int32 tensors, "
-                        "not %s" % x.dtype)
+    if x.dtype not in (torch.float32, torch.int32, torch.bfloat16,
+                       torch.float16):
+        raise TypeError("tally: %s takes float32 or int32 tensors (and "
+                        "bfloat16 or float16 ones on the host), not %s"
+                        % (what, x.dtype))
     if x.layout != torch.strided:
         raise TypeError("tally: allreduce takes dense tensors, not %s"
                         % x.layout)
@@ -152,11 +163,27 @@ def _check_tensor(x):
                          "x.contiguous() and copy the sums back")
 
 
-def _torch_buffer(x):
-    """A CPU tensor's memory as a numpy array that shares it (no copy),
-    after checking what libtally can take."""
-    _check_tensor(x)
+def _torch_buffer(x, what="allreduce"):
+    """What the extension takes for a CPU tensor, after checking what
+    libtally can take: float32 and int32 as a numpy array that shares its
+    memory (no copy); 16-bit ones as the tensor itself (numpy has no
+    bfloat16; the extension reads its data_ptr())."""
+    _check_tensor(x, what)
+    if x.element_size() == 2:
+        return x.detach()
     return x.detach().numpy()
+
+
+def _host(x, what):
+    """x (a numpy array, writable buffer or CPU tensor) as the extension
+    takes it; CUDA and other devices refused (the collectives beyond
+    allreduce run on the host)."""
+    if not _is_tensor(x):
+        return x
+    if x.device.type != "cpu":
+        raise TypeError("tally: %s takes CPU tensors, not %s ones"
+                        % (what, x.device.type))
+    return _torch_buffer(x, what)
 
 
 def _is_tensor(x):
@@ -283,6 +310,41 @@ class Context:
                           bool(mean))
         return x
 
+    def reduce_scatter(self, input, output, mean=False):
+        """output = this rank's shard of the sum of input over every rank
+        (tally_reduce_scatter), and returns output; mean=True: the
+        average (float32 only).
+
+        input holds world * k elements, output k of the same dtype
+        (float32 summed in the shared-scale fixed point, bit-identical on
+        every rank; int32 exactly, wrapping); rank r gets elements
+        r*k .. (r+1)*k - 1. Both C-contiguous numpy arrays, buffers or
+        CPU tensors, never copied. With mean=True input is overwritten:
+        it is multiplied by 1/world (a float32 product) first, the bits
+        allreduce(mean=True) gives. bfloat16 and float16 (CPU
+        tensors; numpy float16) in the 16-bit fixed point rounded once
+        to the type, as allreduce."""
+        self._c.reduce_scatter(_host(input, "reduce_scatter"),
+                               _host(output, "reduce_scatter"), bool(mean))
+        return output
+
+    def allgather(self, input, output):
+        """output[r] = rank r's input, on every rank (tally_allgather),
+        and returns output. input: k elements; output: world * k of the
+        same dtype, contiguous (e.g. shape (world, *input.shape)).
+        float32, int32, bfloat16, float16: the bytes as they are. input
+        may be this rank's own row of output."""
+        self._c.allgather(_host(input, "allgather"),
+                          _host(output, "allgather"))
+        return output
+
+    def broadcast(self, tensor, root):
+        """tensor = root's tensor, in place on every rank
+        (tally_broadcast), and returns it; any of the four dtypes, bytes
+        as they are."""
+        self._c.broadcast(_host(tensor, "broadcast"), root)
+        return tensor
+
     @staticmethod
     def _dev_state(state):
         return None if state is None else state._s
@@ -294,6 +356,11 @@ class Context:
         divided on that stream first."""
         torch = _sys.modules["torch"]
         _check_tensor(x)
+        if x.element_size() == 2:
+            raise TypeError("tally: CUDA tensors of %s are not summed "
+                            "here (libtally's GPU path takes float32 and "
+                            "int32): pass x.cpu() and copy the sums back"
+                            % x.dtype)
         if not HAVE_CUDA:
             raise _no_cuda()
         if mean and x.dtype != torch.float32:

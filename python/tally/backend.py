@@ -498,6 +498,26 @@ class ProcessGroupTally(ProcessGroup):
             return None
         return fn
 
+    def _movable(self, t, as_dtype=None):
+        """t as the context's allgather and broadcast take it (they move
+        bytes as they are): itself when its dtype is one of the
+        context's; else a view of its bytes as int32 (or int16) elements,
+        any dtype (int64, float64, bool, ...) whose bytes fill whole
+        ones. as_dtype: that dtype's view only. None: t is not contiguous
+        or its bytes do not fill whole elements."""
+        if not t.is_contiguous() or t.device.type != "cpu":
+            return None
+        if as_dtype in (None, t.dtype) and t.dtype in self._dtypes:
+            return t
+        for dt in (torch.int32, torch.int16):
+            if as_dtype not in (None, dt):
+                continue
+            try:
+                return t.reshape(-1).view(dt)
+            except RuntimeError:  # bytes that do not fill a dt
+                continue
+        return None
+
     def _rs_route(self, out, op):
         why = self._tally_kind(out, op, "reduce_scatter")
         if why:
@@ -523,7 +543,11 @@ class ProcessGroupTally(ProcessGroup):
         else:
             avg = op == ReduceOp.AVG
             fn = self._native("reduce_scatter", flat)
+            # mean= is float32's (16-bit averages take the allreduce,
+            # summed as float32 and rounded once back).
             if fn is not None and out.is_contiguous() and \
+                    (flat.dtype in (torch.float32, torch.int32) or
+                     not avg) and \
                     out.dtype == flat.dtype:
                 fn(flat, out, mean=avg)
                 return out
@@ -541,18 +565,21 @@ class ProcessGroupTally(ProcessGroup):
         Context.allgather(inp, whole) when the context has it; else
         gloo's allgather (bfloat16 and other dtypes gloo lacks moved as
         bytes)."""
-        fn = self._native("allgather", inp)
+        fn = getattr(self.ctx, "allgather", None)
         if inp.numel() == 0:
             return
-        if fn is not None:
-            if whole is None:
-                whole = torch.empty((self._world,) + tuple(inp.shape),
-                                    dtype=inp.dtype)
-                fn(inp, whole)
+        src = self._movable(inp) if fn is not None else None
+        if src is not None:
+            dst = self._movable(whole, src.dtype) \
+                if whole is not None else None
+            if dst is None:
+                buf = torch.empty((self._world, src.numel()),
+                                  dtype=src.dtype)
+                fn(src, buf)
                 for r, o in enumerate(outs):
-                    o.copy_(whole[r].view_as(o))
+                    o.copy_(buf[r].view(inp.dtype).view_as(o))
             else:
-                fn(inp, whole)
+                fn(src, dst)
             return
         self._say("allgather", logging.INFO, "through the inner gloo "
                   "group (this context has no allgather yet)")
@@ -568,11 +595,12 @@ class ProcessGroupTally(ProcessGroup):
         """t = root's t on every rank: Context.broadcast(t, root) when the
         context has it; else gloo's broadcast (bfloat16 and other dtypes
         gloo lacks moved as bytes)."""
-        fn = self._native("broadcast", t)
+        fn = getattr(self.ctx, "broadcast", None)
         if t.numel() == 0:
             return
-        if fn is not None:
-            fn(t, root)
+        w = self._movable(t) if fn is not None else None
+        if w is not None:
+            fn(w, root)
             return
         self._say("broadcast", logging.INFO, "through the inner gloo "
                   "group (this context has no broadcast yet)")

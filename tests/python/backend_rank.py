@@ -119,6 +119,13 @@ def run(call, async_op):
 def conform(rank, world, ref):
     ck = Check()
     pg = dist.group.WORLD
+    # What the backend says of its routes (INFO: a fallback to an
+    # allreduce or to the inner gloo group is logged once).
+    rec = Records()
+    lg = logging.getLogger("tally.backend")
+    lg.addHandler(rec)
+    lg.setLevel(logging.INFO)
+    stats0 = pg.ctx.stats()["packets_sent"]
     for async_op in (False, True):
         for n in SIZES:
             tag = "%s n=%d" % ("async" if async_op else "sync", n)
@@ -237,8 +244,11 @@ def conform(rank, world, ref):
         dist.all_reduce(t)
         digest.append(t.double().sum().item())
     pgr = pg.routes
+    lg.removeHandler(rec)
     return {"checks": ck.n, "fail": ck.fail[:20], "worst": ck.worst,
-            "digest": digest, "routes": dict(pgr), "errors": pg.errors}
+            "digest": digest, "routes": dict(pgr), "errors": pg.errors,
+            "said": [m for lvl, m in rec.msgs],
+            "packets": pg.ctx.stats()["packets_sent"] - stats0}
 
 
 class Records(logging.Handler):

@@ -161,8 +161,8 @@ def test_native_collectives_when_the_context_has_them():
         assert nat.calls[-1] == ("allreduce", torch.bfloat16)
         assert nat.calls[0] == ("reduce_scatter", 6, 6, False)
         pg.close()
-        # The same calls on the plain context: the fallbacks for the
-        # collectives; 16-bit sums by the extension, which reports its
+        # The same calls on tally.Context: its own reduce_scatter (the
+        # extension's); 16-bit sums by the extension, which reports its
         # lanes in info() (tally_allreduce_typed), averages as float32.
         pg = _group(ctx)
         out = torch.zeros(6)
@@ -235,6 +235,13 @@ def test_conformance_sync_and_async():
         assert o["routes"]["tally allreduce"] >= 30
         assert o["routes"]["tally reduce_scatter"] >= 30
         assert not any(k.startswith("gloo") for k in o["routes"]), o
+        # reduce_scatter, all_gather and broadcast went through the
+        # context's own calls (libtally's collectives), not an allreduce
+        # of the whole tensor nor the inner gloo group: no fallback was
+        # logged, and the context sent their packets.
+        assert not any("has no" in m or "inner gloo" in m
+                       for m in o["said"]), o["said"]
+        assert o["packets"] > 0
     assert len({json.dumps(o["digest"]) for o in outs}) == 1
 
 

@@ -222,14 +222,18 @@ def test_bad_tensors():
     with Loop(1) as loop, loop.open(0) as ctx:
         for t, exc, match in [
                 (torch.zeros(8, dtype=torch.float64), TypeError, "float64"),
-                (torch.zeros(8, dtype=torch.bfloat16), TypeError,
-                 "bfloat16"),
+                (torch.zeros(8, dtype=torch.int64), TypeError, "int64"),
                 (torch.zeros(4, 4).t(), ValueError, "not contiguous"),
                 (torch.zeros(16)[::2], ValueError, "not contiguous"),
                 (torch.zeros(4).to_sparse(), TypeError, "dense"),
                 (torch.zeros(4, device="meta"), TypeError, "meta")]:
             with pytest.raises(exc, match=match):
                 ctx.allreduce(t)
+        # 16-bit CPU tensors are taken (tally_allreduce_typed), in place.
+        for dt in (torch.bfloat16, torch.float16):
+            t = torch.tensor([1.5, -2.0, 0.25], dtype=dt)
+            assert ctx.allreduce(t) is t
+            assert t.dtype == dt and t.tolist() == [1.5, -2.0, 0.25]
         # A parameter (requires_grad) is summed in place all the same.
         p = torch.nn.Parameter(torch.ones(5))
         ctx.allreduce(p)
