@@ -379,29 +379,24 @@ class ProcessGroupTally(ProcessGroup):
         return self._submit("empty", lambda: list(tensors))
 
     def allreduce(self, tensors, opts=None):
-        if all(t.numel() == 0 for t in tensors):
-            return self._nothing(tensors)
-        op = _reduce_op(opts)
-        why = [self._tally_kind(t, op, "allreduce") for t in tensors]
-        if any(why):
-            return self._gloo(next(w for w in why if w),
-                              self.gloo.allreduce, tensors, opts)
-        avg = op == ReduceOp.AVG
-
-        def fn():
-            for t in tensors:
-                self._sum(t, avg)
-            return list(tensors)
-        return self._submit("tally allreduce", fn)
+        return self._allreduce_list(tensors, opts, "",
+                                    self.gloo.allreduce)
 
     def allreduce_coalesced(self, tensors, opts=None):
+        return self._allreduce_list(tensors, opts, " (coalesced)",
+                                    self.gloo.allreduce_coalesced)
+
+    def _allreduce_list(self, tensors, opts, note, gloo_call):
+        """Sums (or averages) each tensor through tally, in issue order;
+        hands the whole call to gloo_call when one of them is not a kind
+        tally sums (the reason logged once, note appended)."""
         if all(t.numel() == 0 for t in tensors):
             return self._nothing(tensors)
         op = _reduce_op(opts)
         why = [self._tally_kind(t, op, "allreduce") for t in tensors]
         if any(why):
-            return self._gloo(next(w for w in why if w) + " (coalesced)",
-                              self.gloo.allreduce_coalesced, tensors, opts)
+            return self._gloo(next(w for w in why if w) + note,
+                              gloo_call, tensors, opts)
         avg = op == ReduceOp.AVG
 
         def fn():
