@@ -19,6 +19,11 @@ from loop import Loop, fixp_bound, run_ranks
 WORLDS = [1, 2, 3]
 SIZES = [0, 1, 257, 10007]
 KINDS = ["numpy", "torch"]
+# Containers and element types the byte-moving calls take: numpy has no
+# bfloat16, so that pair is not generated.
+BYTE_KINDS = [(k, d) for k in KINDS
+              for d in ("float32", "int32", "float16", "bfloat16")
+              if not (k == "numpy" and d == "bfloat16")]
 
 
 def _inputs(dtype, n, world, seed):
@@ -128,15 +133,11 @@ def test_reduce_scatter_mean(kind, world):
 
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("world", WORLDS)
-@pytest.mark.parametrize("dtype", ["float32", "int32", "float16",
-                                   "bfloat16"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind,dtype", BYTE_KINDS)
 def test_allgather(kind, dtype, world, n):
     """output[r] = rank r's input, every byte (NaN payloads and -0 of
     float32 too), on every rank; output may be (world, n) shaped; rank
     0 gathers in place from its own row."""
-    if kind == "numpy" and dtype == "bfloat16":
-        pytest.skip("numpy has no bfloat16")
     base = _inputs("float32" if dtype != "int32" else "int32", n, world,
                    seed=world * 7 + n)
     if dtype == "float32" and n > 2:
@@ -174,13 +175,9 @@ def test_allgather(kind, dtype, world, n):
 
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("world", WORLDS)
-@pytest.mark.parametrize("dtype", ["float32", "int32", "float16",
-                                   "bfloat16"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind,dtype", BYTE_KINDS)
 def test_broadcast(kind, dtype, world, n):
     """Every rank ends with the root's bytes (the last rank is root)."""
-    if kind == "numpy" and dtype == "bfloat16":
-        pytest.skip("numpy has no bfloat16")
     base = _inputs("float32" if dtype != "int32" else "int32", n, world,
                    seed=world * 5 + n + 1)
     wide = dtype in ("float32", "int32")
