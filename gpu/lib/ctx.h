@@ -197,6 +197,16 @@ int tally_lib_grow_stage(struct tally_ctx *ctx, size_t len);
 int tally_lib_max_round(struct tally_ctx *ctx, float mine, float *out);
 
 /*
+ * bf16/f16 rounds of type (TALLY_PT_SUM, or TALLY_PT_SCATTER with shard
+ * elements a rank) over src's n elements in the shared-scale fixed point
+ * (typed.c): the MAX round, the integer sums, the results from element
+ * base on rounded once into dst (may be src for a SUM). Borrows both.
+ */
+int tally_lib_fixp16_run(struct tally_ctx *ctx, uint8_t type,
+	const uint16_t *src, uint16_t *dst, size_t base, size_t n,
+	size_t shard, enum tally_dtype dt);
+
+/*
  * The bf16/f16 reduce-scatter (coll16.c): send's world x count elements
  * of dt, this rank's shard of the sums rounded once into recv. Called
  * after the checks, count > 0.

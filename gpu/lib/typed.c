@@ -16,7 +16,9 @@
 
 /* What the 16-bit round's chunk hooks need (the round's arg). */
 struct typed_call {
-	uint16_t *buf;		/* the caller's elements, in and out */
+	const uint16_t *src;	/* the caller's n elements in */
+	uint16_t *dst;		/* the caller's results: elements base on */
+	size_t base;		/* the first element whose result comes back */
 	enum tally_dtype dt;
 	unsigned int lanes;	/* of the contributions: 16 or 32 */
 	unsigned int sum_bits;	/* of the results: 16 (narrow) or 32 */
@@ -54,19 +56,22 @@ typed_encode_chunk(const struct tally_round *r, size_t off, size_t count)
 	const struct typed_call *c = r->arg;
 	uint8_t *q = (uint8_t *)r->src + off * (c->lanes / 8);
 
-	(void)tally_fixp16_encode(c->dt, c->buf + off, q, c->lanes, count,
+	(void)tally_fixp16_encode(c->dt, c->src + off, q, c->lanes, count,
 		c->exp);
 }
 
-/* Rounds the sums of elements [off, off + count) into the caller's. */
+/*
+ * Rounds the sums of elements [off, off + count) into the caller's
+ * (dst holds the results from element base on).
+ */
 static void
 typed_decode_chunk(const struct tally_round *r, size_t off, size_t count,
 	const void *res)
 {
 	const struct typed_call *c = r->arg;
 
-	(void)tally_fixp16_decode(c->dt, res, c->sum_bits, c->buf + off, count,
-		c->exp);
+	(void)tally_fixp16_decode(c->dt, res, c->sum_bits,
+		c->dst + (off - c->base), count, c->exp);
 }
 
 /*
@@ -95,23 +100,30 @@ typed_buffers(struct tally_ctx *ctx, const struct typed_call *c, size_t n,
 	return 0;
 }
 
-/* bf16 or f16: the scale round, then the sums, rounded once. */
-static int
-allreduce16(struct tally_ctx *ctx, uint16_t *buf, size_t n,
-	enum tally_dtype dt)
+/*
+ * bf16 or f16 rounds of type (SUM, or SCATTER with shard elements a
+ * rank): the scale round over src's n elements, then the integer sums,
+ * each chunk encoded from src just before it goes and its results from
+ * element base on rounded once into dst. Borrows src and dst (which may
+ * be src for a SUM).
+ */
+int
+tally_lib_fixp16_run(struct tally_ctx *ctx, uint8_t type,
+	const uint16_t *src, uint16_t *dst, size_t base, size_t n,
+	size_t shard, enum tally_dtype dt)
 {
-	struct typed_call c = { .buf = buf, .dt = dt,
-		.lanes = tally_ctx_lanes(ctx, dt) };
+	struct typed_call c = { .src = src, .dst = dst, .base = base,
+		.dt = dt, .lanes = tally_ctx_lanes(ctx, dt) };
 	struct tally_round r;
 	float global;
-	void *src, *dst;
+	void *qsrc, *qdst;
 	int rc;
 
 	c.sum_bits = c.lanes == 16 && ctx->narrow ? 16 : 32;
-	rc = typed_buffers(ctx, &c, n, &src, &dst);
+	rc = typed_buffers(ctx, &c, n, &qsrc, &qdst);
 	if (rc != 0)
 		return rc;
-	rc = tally_lib_max_round(ctx, tally_fixp16_absmax(dt, buf, n), &global);
+	rc = tally_lib_max_round(ctx, tally_fixp16_absmax(dt, src, n), &global);
 	if (rc != 0)
 		return rc;
 	/* Every rank has the same maximum, so all agree on what follows. */
@@ -120,10 +132,10 @@ allreduce16(struct tally_ctx *ctx, uint16_t *buf, size_t n,
 		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over "
 			"all ranks is %g: no fixed-point scale for it", global);
 	r = (struct tally_round){
-		.type = TALLY_PT_SUM,
+		.type = type,
 		.enc = c.lanes == 32 ? TALLY_ENC_I32 : TALLY_ENC_I16,
 		.scale_exp = (int16_t)c.exp,
-		.src = src, .dst = dst, .n = n,
+		.src = qsrc, .dst = qdst, .n = n, .shard = shard,
 		.encode = typed_encode_chunk, .decode = typed_decode_chunk,
 		.arg = &c,
 	};
@@ -145,7 +157,8 @@ tally_allreduce_typed(struct tally_ctx *ctx, void *buf, size_t n,
 	case TALLY_DT_BF16:
 	case TALLY_DT_F16:
 		rc = tally_lib_check_call(ctx, buf, n);
-		return rc <= 0 ? rc : allreduce16(ctx, buf, n, dt);
+		return rc <= 0 ? rc : tally_lib_fixp16_run(ctx, TALLY_PT_SUM,
+			buf, buf, 0, n, 0, dt);
 	default:
 		if (ctx == NULL)
 			return -EINVAL;
