@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The collnet on device memory: only with TALLY_NCCL_CUDA=1 and a
- * libtally built with CUDA, since it has not run under NCCL on a GPU yet
- * (docs/nccl.md). A request's send buffer is copied into its receive
+ * libtally built with CUDA; it has run under NCCL 2.28.9 on one GPU
+ * only (docs/nccl.md, "Checking on a GPU"), so it stays opt-in. A request's send buffer is copied into its receive
  * buffer on the device, then libtally's GPU path (<tally/tally_cuda.h>:
  * encoded on the GPU into pinned staging, decoded on the GPU) sums it in
  * place on the thread's own stream, which the call waits for.
