@@ -29,9 +29,20 @@ What goes where (docs/training.md, "The tally backend"):
   context's own call (Context.reduce_scatter, .allgather, .broadcast)
   as soon as the context has it: _reduce_scatter, _allgather,
   _broadcast.
-- everything else (max, min, product, float64, int64, CUDA tensors,
-  send/recv, all_to_all, gather, scatter, reduce, ...): the inner gloo
-  group, logged once per kind at WARNING; never silently wrong.
+- CUDA tensors (a libtally built with CUDA and a device torch sees):
+  float32 and int32 allreduces through libtally's GPU path
+  (Context.allreduce on the tensor: encoded on the GPU into pinned
+  staging, decoded on the stream that was current when the operation
+  was issued) where info()["cuda_path"] is "gpu-staged"; every other
+  operation above (16-bit sums, reduce_scatter, all_gather, broadcast,
+  or an allreduce whose codec has no GPU kernels) copied to host memory
+  and back around the same host call, logged once per kind at INFO.
+  The Work completes once the results are enqueued on that stream, as
+  NCCL's do: work queued there afterwards sees them.
+- everything else (max, min, product, float64, int64, send/recv,
+  all_to_all, gather, scatter, reduce, CUDA tensors where libtally or
+  torch has no CUDA, ...): the inner gloo group, logged once per kind
+  at WARNING; never silently wrong.
 
 Every operation, gloo's included (but send and recv), runs on one
 background thread per group in the order it was issued; async_op=True
@@ -229,6 +240,7 @@ class ProcessGroupTally(ProcessGroup):
             log.warning("tally: float32 allreduces go through the job's "
                         "lossy codec %s", info["codec"])
         self._cuda = info.get("cuda_path") == "gpu-staged"
+        self._cuda_any = tally.HAVE_CUDA and torch.cuda.is_available()
         self._dtypes = {torch.float32, torch.int32} | _sixteen(self.ctx)
         self._sum16 = _summer16(self.ctx)
         self.gloo = ProcessGroupGloo(PrefixStore("tally-gloo/", store),
@@ -252,14 +264,25 @@ class ProcessGroupTally(ProcessGroup):
             item = self._queue.get()
             if item is None:
                 return
-            fn, fut = item
-            try:
-                out = fn()
-            except Exception as e:  # completes the work, never hangs
-                self.errors += 1
-                fut.set_exception(e)
+            fn, fut, stream = item
+            if stream is None:
+                self._complete(fn, fut)
                 continue
-            fut.set_result(out)
+            # A CUDA operation runs, and its future completes, on the
+            # stream that was current when it was issued.
+            with torch.cuda.device(stream.device), \
+                    torch.cuda.stream(stream):
+                self._complete(fn, fut)
+
+    def _complete(self, fn, fut):
+        """Runs fn; completes fut with its outputs or its exception."""
+        try:
+            out = fn()
+        except Exception as e:  # completes the work, never hangs
+            self.errors += 1
+            fut.set_exception(e)
+            return
+        fut.set_result(out)
 
     def _keep(self, w):
         """Keeps w's Python object alive for C++ callers; lets go of
@@ -273,12 +296,21 @@ class ProcessGroupTally(ProcessGroup):
                     break
                 del self._live[k]
 
-    def _submit(self, route, fn):
+    def _submit(self, route, fn, tensors=()):
         """Queues fn (which returns the output tensors) for the thread;
         returns its Work. route says where it goes (counted; logged once
-        when it is a hand-over to gloo)."""
+        when it is a hand-over to gloo). When one of tensors is a CUDA
+        tensor, fn runs on the stream current now (the caller's) and the
+        Work's future is made for that device."""
         self.routes[route] += 1
-        fut = torch.futures.Future()
+        dev = next((t.device for t in tensors
+                    if t.device.type == "cuda"), None)
+        stream = None
+        if dev is not None and self._cuda_any:
+            stream = torch.cuda.current_stream(dev)
+            fut = torch.futures.Future(devices=[dev])
+        else:
+            fut = torch.futures.Future()
         w = _Work(fut)
         self._keep(w)
         with self._lock:
@@ -287,7 +319,7 @@ class ProcessGroupTally(ProcessGroup):
                 fut.set_exception(tally.Error(9, "the tally process "
                                               "group is closed"))
                 return w
-            self._queue.put((fn, fut))
+            self._queue.put((fn, fut, stream))
         return w
 
     def _say(self, kind, level, why):
@@ -333,11 +365,14 @@ class ProcessGroupTally(ProcessGroup):
 
     def _tally_kind(self, t, op, what):
         """Why t with op cannot go through tally (None: it can)."""
-        if op not in (ReduceOp.SUM, ReduceOp.AVG):
+        # By name: torch 2's opts.reduceOp is a ReduceOp, which a tuple
+        # of RedOpType members does not contain (their __eq__ says no).
+        if _op_name(op) not in ("sum", "avg"):
             return "%s %s" % (what, _op_name(op))
         if t.layout != torch.strided:
             return "%s of %s tensors" % (what, t.layout)
-        if t.device.type != "cpu":
+        if t.device.type != "cpu" and (t.device.type != "cuda" or
+                                       not self._cuda_any):
             return "%s of %s tensors" % (what, t.device.type)
         if t.dtype not in (torch.float32, torch.int32, torch.bfloat16,
                            torch.float16):
@@ -354,7 +389,14 @@ class ProcessGroupTally(ProcessGroup):
         type it does not take, is summed as float32 and rounded once
         back (logged once)."""
         x = t if t.is_contiguous() else t.contiguous()
-        if x.dtype in (torch.float32, torch.int32):
+        if x.device.type == "cuda":
+            if self._cuda and x.dtype in (torch.float32, torch.int32):
+                self.ctx.allreduce(x, mean=avg,
+                                   stream=torch.cuda.current_stream())
+            else:
+                self._via_host("allreduce of %s" % x.dtype,
+                               lambda h: self._sum(h, avg), x)
+        elif x.dtype in (torch.float32, torch.int32):
             self.ctx.allreduce(x, mean=avg)
         elif x.dtype in self._dtypes and not avg:
             self._sum16(x)
@@ -370,6 +412,29 @@ class ProcessGroupTally(ProcessGroup):
         if x is not t:
             t.copy_(x)
         return t
+
+    def _via_host(self, kind, fn, *ts):
+        """fn on host copies of the CUDA tensors ts (the caller's
+        stream current), their results copied back onto it; logged once
+        per kind: libtally's GPU path takes float32 and int32 allreduces
+        (of a codec with GPU kernels) only."""
+        self._say("%s in CUDA memory" % kind, logging.INFO,
+                  "copied to host memory and back around tally's call "
+                  "(libtally's GPU path takes float32 and int32 "
+                  "allreduces%s)" % ("" if self._cuda else
+                                     ", and not this job's codec"))
+        hs = [t.cpu() for t in ts]
+        fn(*hs)
+        for t, h in zip(ts, hs):
+            t.copy_(h)
+
+    def _on_host(self, kind, fn, *ts):
+        """fn(*ts), through host copies when the tensors are CUDA ones
+        (_via_host)."""
+        if any(t.device.type == "cuda" for t in ts):
+            self._via_host(kind, fn, *ts)
+        else:
+            fn(*ts)
 
     # -- the operations --
 
@@ -403,7 +468,7 @@ class ProcessGroupTally(ProcessGroup):
             for t in tensors:
                 self._sum(t, avg)
             return list(tensors)
-        return self._submit("tally allreduce", fn)
+        return self._submit("tally allreduce", fn, tensors)
 
     def barrier(self, opts=None):
         def fn():
@@ -418,9 +483,10 @@ class ProcessGroupTally(ProcessGroup):
                               self.gloo.broadcast, tensors, opts)
 
         def fn():
-            self._broadcast(tensors[0], root)
+            self._on_host("broadcast", lambda t: self._broadcast(t, root),
+                          tensors[0])
             return list(tensors)
-        return self._submit("broadcast", fn)
+        return self._submit("broadcast", fn, tensors)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         if len(input_tensors) != 1 or len(output_tensors) != 1:
@@ -433,9 +499,10 @@ class ProcessGroupTally(ProcessGroup):
                              "got %d" % (self._world, len(outs)))
 
         def fn():
-            self._allgather(inp, outs)
+            self._on_host("allgather", lambda i, *o: self._allgather(
+                i, list(o)), inp, *outs)
             return list(outs)
-        return self._submit("allgather", fn)
+        return self._submit("allgather", fn, [inp] + list(outs))
 
     def _allgather_base(self, output, input, opts=None):
         if output.numel() != input.numel() * self._world:
@@ -443,13 +510,12 @@ class ProcessGroupTally(ProcessGroup):
                              "%d elements, not world (%d) times the "
                              "input's %d" % (output.numel(), self._world,
                                              input.numel()))
-        outs = list(output.reshape(-1).chunk(self._world)) \
-            if input.numel() else [output.reshape(-1)[:0]] * self._world
 
         def fn():
-            self._allgather(input, outs, output)
+            self._on_host("allgather", lambda i, o: self._allgather(
+                i, _chunks(o, self._world, i.numel()), o), input, output)
             return [output]
-        return self._submit("allgather", fn)
+        return self._submit("allgather", fn, [input, output])
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         if len(output_tensors) != 1 or len(input_tensors) != 1:
@@ -464,9 +530,10 @@ class ProcessGroupTally(ProcessGroup):
 
         def fn():
             flat = torch.cat([x.reshape(-1) for x in ins])
-            self._reduce_scatter(flat, out, op)
+            self._on_host("reduce_scatter", lambda f, o:
+                          self._reduce_scatter(f, o, op), flat, out)
             return [out]
-        return self._submit(self._rs_route(out, op), fn)
+        return self._submit(self._rs_route(out, op), fn, [out])
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if input.numel() != output.numel() * self._world:
@@ -477,9 +544,11 @@ class ProcessGroupTally(ProcessGroup):
         op = _reduce_op(opts)
 
         def fn():
-            self._reduce_scatter(input.reshape(-1).clone(), output, op)
+            self._on_host("reduce_scatter", lambda f, o:
+                          self._reduce_scatter(f, o, op),
+                          input.reshape(-1).clone(), output)
             return [output]
-        return self._submit(self._rs_route(output, op), fn)
+        return self._submit(self._rs_route(output, op), fn, [output])
 
     # -- the three that switch to the context's own calls --
 
@@ -689,6 +758,13 @@ def _allreduce_opts(op):
     return o
 
 
+def _chunks(output, world, n):
+    """all_gather_into_tensor's output as world views of n elements."""
+    if n:
+        return list(output.reshape(-1).chunk(world))
+    return [output.reshape(-1)[:0]] * world
+
+
 def _bytes(t):
     """t's memory as gloo moves it: bfloat16 (which gloo refuses) as
     its bytes; other dtypes as they are. t is contiguous."""
@@ -711,7 +787,11 @@ def register():
     is a no-op)."""
     if NAME.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(NAME, _create, extended_api=True)
+    try:  # torch 2 asks which devices a backend takes
+        dist.Backend.register_backend(NAME, _create, extended_api=True,
+                                      devices=["cpu", "cuda"])
+    except TypeError:  # torch 1.13: no devices argument
+        dist.Backend.register_backend(NAME, _create, extended_api=True)
 
 
 register()

@@ -157,3 +157,100 @@ def test_hook_reduces_cuda_buckets_on_the_gpu():
         (gh, _), (gd, states) = results["cpu"][r], results["cuda"][r]
         assert all(_same_bits(a, b) for a, b in zip(gh, gd))
         assert states and all(states.values())
+
+
+def _groups(ctxs):
+    """WORLD groups of the backend "tally" over ctxs (one per rank, built
+    at once in threads: their inner gloo groups meet in one store)."""
+    import datetime
+    import torch.distributed as dist
+    from tally import backend
+    store = dist.HashStore()
+    return run_ranks(WORLD, lambda r: backend.ProcessGroupTally(
+        store, r, WORLD, datetime.timedelta(seconds=60), {"ctx": ctxs[r]}))
+
+
+def _avg():
+    import torch.distributed as dist
+    o = dist.AllreduceOptions()
+    o.reduceOp = dist.ReduceOp.AVG
+    return o
+
+
+@pytest.mark.parametrize("dtype,avg", [(torch.float32, False),
+                                       (torch.float32, True),
+                                       (torch.int32, False)])
+def test_backend_allreduces_cuda_tensors_on_the_gpu_path(dtype, avg):
+    """The backend "tally" on CUDA tensors: float32 and int32 allreduces
+    go through libtally's GPU path (no gloo, no host copy) and give the
+    host path's bits, sum and average."""
+    with Loop(WORLD) as lh, Loop(WORLD, job=8) as ld:
+        hc, dc = lh.open_all(), ld.open_all()
+        pgs = _groups(dc)
+        for n in (1, 257, 100003):
+            ins = _inputs(n, 11 + n, dtype)
+            xh = [t.clone() for t in ins]
+            xd = [t.cuda() for t in ins]
+            run_ranks(WORLD, lambda r: hc[r].allreduce(xh[r], mean=avg))
+            run_ranks(WORLD, lambda r: pgs[r].allreduce(
+                [xd[r]], _avg() if avg else None).wait())
+            torch.cuda.synchronize()
+            for r in range(WORLD):
+                assert _same_bits(xh[r], xd[r].cpu()), (n, r)
+        stats = dc[0].stats()
+        routes, said = dict(pgs[0].routes), set(pgs[0]._said)
+        for pg in pgs:
+            pg.close()
+        for c in hc + dc:
+            c.close()
+    assert stats["cuda_calls"] == 3
+    assert routes == {"tally allreduce": 3}
+    assert not any("cuda" in k.lower() for k in said), said
+
+
+def test_backend_collectives_of_cuda_tensors_via_host():
+    """reduce_scatter, all_gather, broadcast and a bfloat16 allreduce of
+    CUDA tensors through the backend: copied to host memory around the
+    host calls (said once each), the same results as on CPU tensors."""
+    import torch.distributed as dist
+    n = 4099
+    res = {}
+    for where in ("cpu", "cuda"):
+        with Loop(WORLD) as loop:
+            ctxs = loop.open_all()
+            pgs = _groups(ctxs)
+
+            def rank(r):
+                g = pgs[r]
+                x = _inputs(WORLD * n, 5)[r].to(where)
+                rs = torch.empty(n, device=where)
+                g._reduce_scatter_base(rs, x).wait()
+                ag = torch.empty(WORLD * n, device=where)
+                g._allgather_base(ag, rs).wait()
+                outs = [torch.empty(n, device=where) for _ in range(WORLD)]
+                g.allgather([outs], [rs]).wait()
+                b = x[:n].clone() if r == 1 else torch.zeros(n,
+                                                             device=where)
+                o = dist.BroadcastOptions()
+                o.rootRank = 1
+                g.broadcast([b], o).wait()
+                h = (x[:n] * 4).round().to(torch.bfloat16)
+                g.allreduce([h]).wait()
+                if where == "cuda":
+                    torch.cuda.current_stream().synchronize()
+                return [t.cpu() for t in [rs, ag, torch.cat(outs), b,
+                                          h.float()]]
+
+            res[where] = run_ranks(WORLD, rank)
+            said = set(pgs[0]._said)
+            for pg in pgs:
+                pg.close()
+            for c in ctxs:
+                c.close()
+        if where == "cuda":
+            for k in ("reduce_scatter", "allgather", "broadcast",
+                      "allreduce of torch.bfloat16"):
+                assert k + " in CUDA memory" in said, said
+    for r in range(WORLD):
+        for a, b in zip(res["cpu"][r], res["cuda"][r]):
+            assert _same_bits(a, b)
