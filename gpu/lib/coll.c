@@ -135,6 +135,8 @@ tally_reduce_scatter(struct tally_ctx *ctx, const void *send, void *recv,
 	rc = check(ctx, send, recv, count, ctx != NULL ? ctx->world : 1, dt);
 	if (rc <= 0)
 		return rc;
+	if (dt == TALLY_DT_F32 && tally_lib_quant_bits(&ctx->codec) != 0)
+		return tally_lib_rs_quant(ctx, NULL, send, recv, count);
 	if (dt == TALLY_DT_F32)
 		return rs_f32(ctx, send, recv, count);
 	if (dt == TALLY_DT_BF16 || dt == TALLY_DT_F16)
@@ -166,6 +168,8 @@ tally_allgather(struct tally_ctx *ctx, const void *send, void *recv,
 
 	if (rc <= 0)
 		return rc;
+	if (dt == TALLY_DT_F32 && ctx->ag_bits == 8)
+		return tally_lib_ag_q8(ctx, send, recv, count);
 	r.n = count * ctx->world;
 	r.src_base = count * ctx->rank;
 	rc = tally_lib_run(ctx, &r);

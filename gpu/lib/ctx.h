@@ -70,6 +70,8 @@ struct tally_ctx {
 	uint8_t lanes;			/* bf16/f16 lanes: 0 = the rule of
 					 * tally_fixp16_lanes(), 16 or 32
 					 * (tally_ctx_set_lanes()) */
+	uint8_t ag_bits;		/* f32 all-gather: 0 exact, 8 the
+					 * lossy q8 (gatherq.c) */
 	struct tally_codec codec;	/* the job's, for tally_allreduce() */
 	unsigned int rto_us;		/* opts' rto_us: first and floor */
 	struct tally_retx retx;		/* the timer and loss detection */
@@ -213,6 +215,28 @@ int tally_lib_fixp16_run(struct tally_ctx *ctx, uint8_t type,
  */
 int tally_lib_rs16(struct tally_ctx *ctx, const uint16_t *send, uint16_t *recv,
 	size_t count, enum tally_dtype dt);
+
+/*
+ * The q16/q8/q4 bits of codec, 0 for any other (collq.c).
+ */
+unsigned int tally_lib_quant_bits(const struct tally_codec *codec);
+
+/*
+ * The f32 reduce-scatter of a q16/q8/q4 job (collq.c): send's world x
+ * count floats through the codec, this rank's shard decoded into recv,
+ * with st's memory (NULL: the context's own, if the codec has any).
+ * Called after the checks, count > 0.
+ */
+int tally_lib_rs_quant(struct tally_ctx *ctx, struct tally_state *st,
+	const float *send, float *recv, size_t count);
+
+/*
+ * The lossy q8 all-gather of f32 (gatherq.c): send's count floats into
+ * shard rank of recv (world x count) on every rank, each chunk with its
+ * own scale. Called after the checks, count > 0.
+ */
+int tally_lib_ag_q8(struct tally_ctx *ctx, const float *send, float *recv,
+	size_t count);
 
 /*
  * tally_allreduce_f32() of buf's n elements without the call checks, and

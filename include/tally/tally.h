@@ -298,6 +298,19 @@ int tally_broadcast(struct tally_ctx *ctx, void *buf, size_t n,
 	enum tally_dtype dt, unsigned int root);
 
 /*
+ * The f32 all-gather's codec on ctx: 0, exact (the default), or 8, the
+ * lossy q8 all-gather of parameters (each chunk of a shard sent as i8
+ * with its own scale, a quarter of the bytes; every element within
+ * max|x| / 254 of its chunk, and every rank, its owner included, holding
+ * the same bits; a NaN or an infinity gives -ERANGE on every rank).
+ * Every rank must set the same (else -EPROTO). Other types stay exact.
+ * -EINVAL for other bits, or q8 with elems of 8 or fewer.
+ * docs/collectives.md, "A lossy q8 all-gather".
+ */
+int tally_ctx_set_allgather_codec(struct tally_ctx *ctx, unsigned int bits);
+unsigned int tally_ctx_allgather_codec(const struct tally_ctx *ctx);
+
+/*
  * Sums buf[0..n) over all ranks, in place, through the job's codec (the
  * context's: opts.codec, or what tallyd said; <tally/codec.h>). With
  * "fixp" it is tally_allreduce_f32(). Every rank gets the same bits.
@@ -353,6 +366,18 @@ void tally_state_free(struct tally_state *st);
  */
 int tally_allreduce_state(struct tally_ctx *ctx, struct tally_state *st,
 	float *buf, size_t n);
+
+/*
+ * The f32 reduce-scatter with a tensor's codec memory: as
+ * tally_reduce_scatter() with TALLY_DT_F32, but a q16, q8 or q4 job's
+ * error feedback (ef=1) keeps st's residual (made by tally_state_new()
+ * for world x count elements: a rank quantizes every shard it sends)
+ * instead of the context's own. Any other codec reduce-scatters in the
+ * exact fixed point, st unused (but checked). docs/collectives.md,
+ * "Codecs".
+ */
+int tally_reduce_scatter_state(struct tally_ctx *ctx, struct tally_state *st,
+	const float *send, float *recv, size_t count);
 
 /*
  * The average of buf[0..n) over all ranks, in place, as a DDP hook
