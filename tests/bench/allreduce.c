@@ -660,6 +660,18 @@ read_token(struct ar_opts *o)
 	return parse_token(t, &o->token);
 }
 
+/* Whether spec is a q16, q8 or q4 codec (what a reduce-scatter takes). */
+static int
+quant_spec(const char *spec)
+{
+	struct tally_codec c;
+	char why[128];
+
+	return tally_codec_parse(spec, &c, why, sizeof(why)) == 0 &&
+		(c.kind == TALLY_CODEC_Q16 || c.kind == TALLY_CODEC_Q8 ||
+		c.kind == TALLY_CODEC_Q4);
+}
+
 /*
  * Fills o from the command line. Returns 0 to run, 1 when help was asked
  * for, -1 on bad usage (the reason and the usage already on stderr).
@@ -707,10 +719,11 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 	}
 	if (o->op != OP_ALLREDUCE && (o->cuda || o->vary || o->have_scale ||
 			o->h16 ||
-			(o->codec != NULL && strcmp(o->codec, "fixp") != 0) ||
+			(o->codec != NULL && strcmp(o->codec, "fixp") != 0 &&
+			!(o->op == OP_REDUCE_SCATTER && quant_spec(o->codec))) ||
 			(o->op != OP_BROADCAST && o->size / 4 % o->world != 0))) {
-		fprintf(stderr, "--op %s: host memory, f32 or i32, codec fixp, "
-			"no --vary "
+		fprintf(stderr, "--op %s: host memory, f32 or i32, codec fixp "
+			"(reduce_scatter: or q16, q8, q4), no --vary "
 			"or --scale-exp, and a size of whole elements a rank\n",
 			op_names[o->op]);
 		goto bad;
@@ -1313,6 +1326,43 @@ check_vary(const struct ar_opts *o, struct ar_run *a)
 	return 0;
 }
 
+/*
+ * A reduce-scatter through the job's q16/q8/q4 codec: each iteration's
+ * shard against the same shard of the codec's allreduce reference of
+ * that call (the very bits, docs/collectives.md); the last shard left
+ * at the start of a->input. Returns 0, or -1 with a->check set.
+ */
+static int
+check_rs_codec(const struct ar_opts *o, struct ar_run *a)
+{
+	struct bench_codec_ref cr = {
+		.codec = a->info.codec, .world = (unsigned int)o->world,
+		.narrow = a->info.narrow, .seed = a->info.codec.seed,
+		.n = a->n, .gen = gen_f32, .arg = o,
+	};
+	size_t cnt = a->n / o->world;
+	const uint32_t *shard = (const uint32_t *)a->input + o->rank * cnt;
+	int rc = 0;
+
+	for (unsigned long it = 0; it < o->iters && rc == 0; it++) {
+		cr.call = it;
+		rc = bench_codec_reference(&cr, a->input);
+		if (rc != 0)
+			snprintf(a->check, sizeof(a->check), "FAIL (no "
+				"reference for codec %s: %s)",
+				tally_codec_name(cr.codec.kind), strerror(-rc));
+		else if (fnv1a64(shard, cnt * 4) != a->digest[it])
+			rc = snprintf(a->check, sizeof(a->check), "FAIL "
+				"(iteration %lu differs from the codec's "
+				"reference)", it + 1);
+	}
+	bench_codec_ref_reset(&cr);
+	if (rc != 0)
+		return -1;
+	memmove(a->input, shard, cnt * 4);
+	return 0;
+}
+
 /* Compares the results with the reference (in a->input now). */
 /*
  * check() of an --op call other than allreduce: every iteration's result
@@ -1326,7 +1376,13 @@ check_op(const struct ar_opts *o, struct ar_run *a)
 	size_t cnt = a->n / o->world, len = a->n, i;
 	const uint32_t *got = a->buf, *want = a->input;
 
-	if (o->op == OP_REDUCE_SCATTER) {
+	if (o->op == OP_REDUCE_SCATTER &&
+			a->info.codec.kind != TALLY_CODEC_FIXP) {
+		if (check_rs_codec(o, a) != 0)
+			return -1;
+		got = a->out;
+		len = cnt;
+	} else if (o->op == OP_REDUCE_SCATTER) {
 		if (reference(o, a->n, a->input) != 0) {
 			snprintf(a->check, sizeof(a->check), "FAIL (out of "
 				"memory)");

@@ -6,7 +6,10 @@
 # collworker) join jobs through tally:// and run every op, f32 and i32,
 # and reduce-scatter of bf16, sizes 0, 1, 257 and the prime 10007 a
 # rank, in worlds of 1, 2, 4 and 7; each checks its result bit for bit against a reference made from
-# every rank's data, and the ranks' digests agree. Then 64 MiB a rank
+# every rank's data, and the ranks' digests agree. Reduce-scatter
+# through a q8 and a q4 job's codec (against a model from
+# <tally/quant.h>) and the lossy q8 all-gather (within its bound, the
+# same bits everywhere). Then 64 MiB a rank
 # (reduce-scatter's send, all-gather's receive) in a world of 4, and a
 # member killed mid-call: every other one returns an error, no hang.
 # With the argument "loss" (meson test coll_loss): the same ops in a
@@ -49,9 +52,13 @@ coll_all() {
 	ok $same "$name: the same bits on every rank ($d0)"
 }
 
-# job NAME WORLD: creates a job through tallyd; prints its token.
+# job NAME WORLD [OPTIONS]: creates a job through tallyd; prints its
+# token.
 job() {
-	tctl --json job create "$1" --world "$2" | jq_py 'j["token"]'
+	local name=$1 world=$2
+	shift 2
+	tctl --json job create "$name" --world "$world" "$@" |
+		jq_py 'j["token"]'
 }
 
 # timed NAME CMD...: runs CMD, says how long it took.
@@ -72,6 +79,9 @@ if [ "$MODE" = loss ]; then
 	timed small coll_all l4 "$T" 4 loss-small --iters 2
 	timed 64MiB coll_all l4 "$T" 4 loss-64MiB --ops rs,ag \
 		--types f32 --sizes 4194304 --timeout-ms 20000
+	T=$(job lq8 4 --codec q8,seed=3 --narrow)
+	timed q8 coll_all lq8 "$T" 4 loss-q8 --ops rs,ag --types q \
+		--sizes 10007 --iters 2
 	served=$(dp_counter retransmissions_served)
 	echo "# retransmissions served $served"
 	[ "$served" -gt 0 ]
@@ -91,6 +101,12 @@ timed 64MiB coll_all big "$T" 4 big --ops rs,ag --types f32,i32 \
 	--sizes 4194304 --timeout-ms 20000
 timed "64MiB broadcast" coll_all big "$T" 4 big-bc --ops bc --types f32 \
 	--sizes 16777216 --timeout-ms 20000
+# The codecs (docs/collectives.md, "Codecs"): reduce-scatter through a
+# narrow q8 job's and a wide q4 job's codec, the lossy q8 all-gather.
+T=$(job q8 4 --codec q8,seed=3 --narrow)
+timed "q8 world 4" coll_all q8 "$T" 4 q8 --ops rs,ag --types q
+T=$(job q4 7 --codec q4,seed=4)
+timed "q4 world 7" coll_all q4 "$T" 7 q4 --ops rs,ag --types q
 for s in bad_owner not_owner wrong_op mismatch early; do
 	[ "$(dp_counter "drop_$s")" -eq 0 ] || echo "# drop_$s nonzero"
 done

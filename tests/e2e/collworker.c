@@ -15,7 +15,8 @@
  * ranks.
  *
  * collworker --url URL --token-file F --rank R --world W [--ops rs,ag,bc]
- *   [--types f32,i32,bf16 (bf16: rs only)] [--sizes N,...] [--iters K]
+ *   [--types f32,i32,bf16,q (bf16: rs only; q: rs through the job's
+ *   q16/q8/q4 codec, ag with the lossy q8 codec)] [--sizes N,...] [--iters K]
  *   [--seed S] [--timeout-ms T]
  * Exit: 0 every result right, 2 a result wrong, 3 a call failed (the
  * error on stderr), 1 bad usage or no join.
@@ -28,12 +29,16 @@
 
 #include <tally/fixp.h>
 #include <tally/fixp16.h>
+#include <tally/quant.h>
 #include <tally/tally.h>
+
+#include <math.h>
 
 struct opts {
 	const char *url, *token_file, *ops, *types, *sizes;
 	unsigned int rank, world, iters, timeout_ms;
 	uint64_t seed;
+	uint64_t qcalls;	/* codec calls made (type q: the draws' step) */
 };
 
 static uint64_t digest = UINT64_C(0xcbf29ce484222325);
@@ -196,6 +201,121 @@ one16(struct tally_ctx *ctx, const struct opts *o, unsigned int k,
 }
 
 /*
+ * The job's q16/q8/q4 sum of every rank's world x count floats of call
+ * k, from <tally/quant.h> alone (the scale from all of them, each rank's
+ * draws of codec call o->qcalls), into ref.
+ */
+static void
+rsq_ref(const struct opts *o, const struct tally_ctx_info *info,
+	unsigned int k, size_t count, float *ref)
+{
+	unsigned int bits = info->codec.kind == TALLY_CODEC_Q16 ? 16 :
+		info->codec.kind == TALLY_CODEC_Q8 ? 8 : 4, levels;
+	size_t n = count * o->world;
+	float *x = malloc(n * 4 + 4), m = 0.0f, s;
+	uint8_t *q = malloc(n * 2 + 2);
+	int32_t *sum = calloc(n + 1, 4);
+
+	if (tally_quant_levels(bits, o->world, info->narrow, &levels) != 0)
+		abort();
+	for (unsigned int r = 0; r < o->world; r++) {
+		gen(1, o->seed, r, k, n, (uint32_t *)x);
+		m = fmaxf(m, tally_fixp_absmax(x, n));
+	}
+	if (tally_quant_scale(m, levels, &s) != 0)
+		abort();
+	for (unsigned int r = 0; r < o->world; r++) {
+		uint64_t seed = tally_quant_seed(info->codec.seed, r, o->qcalls);
+
+		gen(1, o->seed, r, k, n, (uint32_t *)x);
+		for (size_t i = 0; i < n; i++) {
+			if (bits == 16)
+				tally_quant_encode_i16(x + i, (int16_t *)
+					(void *)q, 1, s, levels, seed, i);
+			else if (bits == 8)
+				tally_quant_encode_i8(x + i, (int8_t *)q, 1, s,
+					levels, seed, i);
+			else
+				tally_quant_encode_i4(x + i, q, 1, s, levels,
+					seed, i);
+			sum[i] += bits == 16 ? *(int16_t *)(void *)q :
+				bits == 8 ? *(int8_t *)q :
+				(int8_t)(uint8_t)(q[0] << 4) >> 4;
+		}
+	}
+	tally_quant_decode_i32(sum, ref, n, s);
+	free(x);
+	free(q);
+	free(sum);
+}
+
+/*
+ * Call k of type q: a reduce-scatter of f32 through the job's q16, q8
+ * or q4 codec, its shard against rsq_ref() bit for bit (the digest
+ * takes the whole reference); or an all-gather with the lossy q8 codec,
+ * every element within max|x| / 254 (+ 2^-22 max|x| + 2^-128) of its
+ * chunk's (elems - 4 values), the digest over what came (every rank
+ * must hold the same bits). Returns 0, 2 or 3.
+ */
+static int
+one_q(struct tally_ctx *ctx, struct opts *o, const char *op, unsigned int k,
+	size_t count)
+{
+	size_t w = o->world, n = count * w, d;
+	float *send = malloc(n * 4 + 4), *recv = calloc(n + 1, 4);
+	float *ref = malloc(n * 4 + 4);
+	struct tally_ctx_info info;
+	int rc, bad = 0;
+
+	tally_ctx_info(ctx, &info);
+	d = info.elems - 4u;
+	if (op[0] == 'r') {
+		gen(1, o->seed, o->rank, k, n, (uint32_t *)send);
+		rc = tally_reduce_scatter(ctx, send, recv, count, TALLY_DT_F32);
+		if (count > 0)
+			rsq_ref(o, &info, k, count, ref);
+		o->qcalls += count > 0;
+		fnv(ref, n * 4);
+		bad = memcmp(recv, ref + count * o->rank, count * 4) != 0;
+	} else {
+		gen(1, o->seed, o->rank, k, count, (uint32_t *)send);
+		rc = tally_ctx_set_allgather_codec(ctx, 8);
+		if (rc == 0)
+			rc = tally_allgather(ctx, send, recv, count,
+				TALLY_DT_F32);
+		(void)tally_ctx_set_allgather_codec(ctx, 0);
+		for (unsigned int p = 0; p < w; p++) {
+			gen(1, o->seed, p, k, count, (uint32_t *)ref);
+			for (size_t c0 = 0; c0 < count; c0 += d) {
+				size_t m = count - c0 < d ? count - c0 : d;
+				double a = 0.0;
+
+				for (size_t i = c0; i < c0 + m; i++)
+					a = fmax(a, fabs((double)ref[i]));
+				for (size_t i = c0; i < c0 + m; i++)
+					bad |= fabs((double)recv[p * count + i]
+						- ref[i]) > a / 254 +
+						ldexp(a, -22) + ldexp(1, -128);
+			}
+		}
+		fnv(recv, n * 4);
+	}
+	if (rc != 0) {
+		fprintf(stderr, "rank %u call %u (%s q, %zu): %d: %s\n",
+			o->rank, k, op, count, rc, tally_ctx_error(ctx));
+		rc = 3;
+	} else if (bad) {
+		fprintf(stderr, "rank %u call %u (%s q, %zu): result differs "
+			"from the reference\n", o->rank, k, op, count);
+		rc = 2;
+	}
+	free(send);
+	free(recv);
+	free(ref);
+	return rc;
+}
+
+/*
  * Runs call k: op (rs, ag, bc) of type f32 or i32 with count elements a
  * rank. Returns 0, 2 (wrong result) or 3 (the call failed).
  */
@@ -282,7 +402,7 @@ parse(int argc, char **argv, struct opts *o)
 
 /* Every op x type x size, iters times over, on one context. */
 static int
-run(struct tally_ctx *ctx, const struct opts *o)
+run(struct tally_ctx *ctx, struct opts *o)
 {
 	unsigned int k = 0;
 	char ops[64], types[64], sizes[256];
@@ -299,7 +419,9 @@ run(struct tally_ctx *ctx, const struct opts *o)
 						n != NULL;
 						n = strtok_r(NULL, ",", &sz)) {
 					size_t c = strtoull(n, NULL, 0);
-					int rc = strcmp(t, "bf16") != 0 ?
+					int rc = strcmp(t, "q") == 0 ?
+						one_q(ctx, o, op, k++, c) :
+						strcmp(t, "bf16") != 0 ?
 						one(ctx, o, op,
 						strcmp(t, "f32") == 0, k++, c) :
 						op[0] == 'r' ?
@@ -328,7 +450,7 @@ main(int argc, char **argv)
 	if (parse(argc, argv, &o) != 0) {
 		fprintf(stderr, "usage: collworker --url URL --token-file F "
 			"--rank R --world W [--ops rs,ag,bc] "
-			"[--types f32,i32,bf16 (bf16: rs only)] "
+			"[--types f32,i32,bf16,q (bf16: rs only; q: rs, ag)] "
 			"[--sizes N,...] [--iters K] [--seed S] "
 			"[--timeout-ms T]\n");
 		return 1;

@@ -12,7 +12,8 @@
  *   alone, and lies within the documented bound of the exact sum; error
  *   feedback over several calls (the context's memory, and a state of
  *   the caller's) against the allreduce's; 1 % loss both ways; a 64 MiB
- *   tensor; a missing member gives -ETIMEDOUT;
+ *   tensor; a missing member, and one that leaves between calls, give
+ *   the others -ETIMEDOUT;
  * - the lossy q8 all-gather (tally_ctx_set_allgather_codec()): worlds 1,
  *   2, 4, 7, sizes 0, 1, 257, 10007: every rank, the owner included,
  *   holds the same bits, each element within max|x| / 254 (plus the
@@ -187,6 +188,7 @@ struct job {
 	unsigned int timeout_ms;
 	unsigned int present;	/* ranks that come: 0 = all */
 	int ag_rank0;		/* ag_bits on rank 0 alone */
+	int last_quits;		/* the last rank stops after step 0 */
 };
 
 /* Frees what runs[] holds. */
@@ -213,7 +215,8 @@ run_job(const struct job *j, enum op op, const size_t *sizes,
 	assert_non_null(a);
 	for (unsigned int r = 0; r < present; r++) {
 		out[r] = (struct rank_run){ .op = op, .sizes = sizes,
-			.nsteps = nsteps,
+			.nsteps = j->last_quits && r == j->world - 1 ? 1 :
+				nsteps,
 			.ag_bits = j->ag_rank0 && r > 0 ? 0 : j->ag_bits,
 			.bad_step = j->bad_step, .bad_rank = j->world - 1,
 			.o = { .dp_addr = "127.0.0.1",
@@ -466,6 +469,29 @@ rsq_missing(void **state)
 }
 
 /*
+ * A member that leaves after its first call (its context closed, as a
+ * killed process's socket): the others finish that call, then get
+ * -ETIMEDOUT in the next, never a hang.
+ */
+static void
+rsq_killed(void **state)
+{
+	static const size_t two[] = { 5000, 5000 };
+	struct job j = { .codec = "q8,seed=5", .narrow = 1, .world = 3,
+		.bad_step = -1, .timeout_ms = 500, .last_quits = 1 };
+
+	(void)state;
+	run_job(&j, OP_RS, two, 2, runs);
+	for (unsigned int r = 0; r < 3; r++)
+		assert_int_equal(runs[r].rc[0], 0);
+	for (unsigned int r = 0; r < 2; r++) {
+		assert_int_equal(runs[r].rc[1], -ETIMEDOUT);
+		assert_non_null(strstr(runs[r].err[1], "a member is missing"));
+	}
+	runs_free();
+}
+
+/*
  * The q8 all-gather's bound for one shard (count floats as the owner
  * sent them, x; as a rank got them, y): every chunk of elems - 4 values
  * within max|x| / 254 + 2^-22 max|x| + 2^-128 of x. With tight set,
@@ -665,6 +691,7 @@ main(void)
 		cmocka_unit_test(rsq_infinity),
 		cmocka_unit_test(rsq_large),
 		cmocka_unit_test(rsq_missing),
+		cmocka_unit_test(rsq_killed),
 		cmocka_unit_test(agq_worlds),
 		cmocka_unit_test(agq_lossy_bytes),
 		cmocka_unit_test(agq_infinity),

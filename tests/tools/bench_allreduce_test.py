@@ -304,11 +304,37 @@ def report_op():
        in out, "report --op reduce_scatter: target 1.4x at every size")
 
 
+def report_op_q8():
+    """--op reduce_scatter through q8 lanes: issue 17's target, 4x gloo's
+    allreduce-and-slice. tally-q8n 0.008 against gloo 0.040 at 1 MiB:
+    5.00x, met; tally-q8 0.012 against 0.040 at 4 MiB: 3.33x, not met;
+    tally-q4n shown without a target."""
+    d = tempfile.mkdtemp(prefix="ba-opq.")
+    for size, t in ((MIB, 0.008), (4 * MIB, 0.012)):
+        for sysname in ("tally-q8n", "tally-q8", "tally-q4n"):
+            r = tally([t, t], [0.01] * 2, [0.01] * 2, [[30, 40]] * 2)
+            r["system"] = sysname
+            put(d, sysname, size, 1, r)
+        put(d, "gloo", size, 1, gloo([0.040, 0.040], [0.01] * 2,
+                                     [[10, 40]] * 2))
+    argv = report_cmd(d, [MIB, 4 * MIB], 1) + ["--op", "reduce_scatter"]
+    argv[argv.index("tally,gloo")] = "tally-q8n,tally-q8,tally-q4n,gloo"
+    rc, out, err = run(argv)
+    for w in ("1 MiB: tally-q8n vs gloo by median: 5.00x (target 4x): met",
+              "4 MiB: tally-q8 vs gloo by median: 3.33x (target 4x): "
+              "not met"):
+        ok(rc == 0 and w in out, f"report --op reduce_scatter q8: '{w}' "
+           f"(rc {rc}; {err.strip()})")
+    ok("tally-q4n vs gloo by median: 3.33x (target" not in out,
+       "report --op reduce_scatter q8: q4 not judged")
+
+
 def main():
     usage_errors()
     report()
     report_bf16()
     report_op()
+    report_op_q8()
     report_sparse()
     report_loss()
     report_failed()

@@ -186,6 +186,30 @@ def judge_shard(here, size):
     return out
 
 
+def judge_rs_codec(here, size):
+    """Issue 17's target for a reduce-scatter through q8 lanes: at least
+    4x gloo's allreduce-and-slice by median (tally-q8 wide, tally-q8n
+    narrow); q16 and q4 shown, not judged."""
+    if OP != "reduce_scatter":
+        return []
+    gloo = next((c for c in here if c["system"] == "gloo"
+                 and "median_s" in c), None)
+    out = []
+    for c in here:
+        codec = c["system"][len("tally-"):].rstrip("n")
+        if not c["system"].startswith("tally-q") or gloo is None:
+            continue
+        goal = 4 if codec == "q8" else None
+        v = {"size": size, "what": f"{c['system']} vs gloo by median",
+             "target": goal}
+        if "median_s" in c:
+            v["ratio"] = gloo["median_s"] / c["median_s"]
+        if goal is not None:
+            v["met"] = v.get("ratio", 0) >= goal
+        out.append(v)
+    return out
+
+
 def judge(cells, size, workers, dtype="f32"):
     """Speed against the fastest peer by median; the targets' verdicts."""
     here = [c for c in cells if c["size"] == size]
@@ -201,6 +225,7 @@ def judge(cells, size, workers, dtype="f32"):
     mpi = next((c for c in peers if c["system"] == "mpi"), None)
     out += judge_xdp(here, size)
     out += judge_shard(here, size)
+    out += judge_rs_codec(here, size)
     for c in here:
         if (not c["system"].startswith("tally-") or mpi is None
                 or c["system"] == "tally-xdp"
