@@ -378,6 +378,28 @@ ctx_set_lanes(struct ext_ctx *c, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/* Context.set_allgather_codec(bits): tally_ctx_set_allgather_codec(). */
+static PyObject *
+ctx_set_allgather_codec(struct ext_ctx *c, PyObject *arg)
+{
+	unsigned long bits = PyLong_AsUnsignedLong(arg);
+	char why[512] = "";
+	int rc;
+
+	if (PyErr_Occurred())
+		return NULL;
+	if (ext_ctx_enter(c) != 0)
+		return NULL;
+	rc = tally_ctx_set_allgather_codec(c->ctx,
+		bits > 255 ? 255 : (unsigned int)bits);
+	if (rc < 0)
+		snprintf(why, sizeof(why), "%s", tally_ctx_error(c->ctx));
+	ext_ctx_leave(c);
+	if (rc < 0)
+		return ext_raise(rc, why);
+	Py_RETURN_NONE;
+}
+
 /* Sets d[key] = an int of v. Returns 0 or -1. */
 static int
 set_u64(PyObject *d, const char *key, unsigned long long v)
@@ -575,6 +597,13 @@ static PyMethodDef ctx_methods[] = {
 		"sums, 0 (the rule: 16 in a narrow job where the error bound "
 		"holds, else 32), 16 or 32; every rank must set the same "
 		"(tally_ctx_set_lanes())." },
+	{ "set_allgather_codec", (PyCFunction)ctx_set_allgather_codec,
+		METH_O,
+		"set_allgather_codec(bits): the float32 allgather's codec, 0 "
+		"(exact, the default) or 8 (lossy q8: each chunk with its own "
+		"scale, every element within max|x| / 254 of its chunk's, the "
+		"same bits on every rank); every rank must set the same "
+		"(tally_ctx_set_allgather_codec())." },
 	{ "allreduce_cuda",
 		(PyCFunction)(void (*)(void))ext_ctx_allreduce_cuda,
 		METH_VARARGS | METH_KEYWORDS,

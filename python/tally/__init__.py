@@ -338,6 +338,18 @@ class Context:
                           _host(output, "allgather"))
         return output
 
+    def set_allgather_codec(self, bits):
+        """The float32 allgather's codec on this context: 0, exact (the
+        default), or 8, the lossy q8 all-gather of parameters
+        (tally_ctx_set_allgather_codec): each chunk of a shard goes as
+        8-bit integers with its own scale, a quarter of the bytes; every
+        element comes back within max|x| / 254 of its chunk's max (plus
+        binary32 roundings), every rank, the owner too, holding the same
+        bits; a NaN or an infinity raises tally.Error(ERANGE) on every
+        rank. Every rank must set the same. Other dtypes stay exact.
+        docs/collectives.md, "A lossy q8 all-gather"."""
+        self._c.set_allgather_codec(bits)
+
     def broadcast(self, tensor, root):
         """tensor = root's tensor, in place on every rank
         (tally_broadcast), and returns it; any of the four dtypes, bytes

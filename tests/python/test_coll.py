@@ -283,3 +283,76 @@ def test_gil_released():
             c.close()
     for o in outs:
         assert (o[:100003] == 1).all() and (o[100003:] == 2).all()
+
+
+@pytest.mark.parametrize("mean", [False, True])
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("codec", ["q8,seed=3", "q4,seed=3"])
+def test_reduce_scatter_codec(codec, world, mean):
+    """A job whose codec is q8 or q4: float32 reduce_scatter goes through
+    it (docs/collectives.md, "Codecs"), each rank's output bit for bit
+    shard r of the codec's allreduce of the same inputs (fresh contexts
+    both times, so that the draws line up), within the codec's bound of
+    the exact sum, and not the exact fixed point's bits."""
+    n = 257
+    ins = _inputs("float32", world * n, world, seed=world + 5)
+    keep = [a.copy() for a in ins]
+    outs = [np.zeros(n, np.float32) for _ in range(world)]
+    with Loop(world, codec=codec) as loop:
+        ctxs = loop.open_all()
+        run_ranks(world, lambda r: ctxs[r].reduce_scatter(ins[r], outs[r],
+                                                          mean=mean))
+        for c in ctxs:
+            c.close()
+    xs = [a.copy() for a in keep]
+    with Loop(world, codec=codec) as loop:
+        ctxs = loop.open_all()
+        run_ranks(world, lambda r: ctxs[r].allreduce(xs[r], mean=mean))
+        for c in ctxs:
+            c.close()
+    exact = np.sum(np.stack(keep).astype(np.float64), axis=0)
+    if mean:
+        exact /= world
+    amax = max(float(np.abs(a).max()) for a in keep) / (world if mean
+                                                         else 1)
+    levels = 127 if codec.startswith("q8") else 7
+    got = np.concatenate(outs)
+    for r in range(world):
+        assert outs[r].tobytes() == xs[0][r * n:(r + 1) * n].tobytes()
+    assert (np.abs(got - exact) <= world * amax * (1.0 / levels + 2**-20)
+            ).all()
+    assert got.tobytes() != _allreduce(world, keep, mean=mean).tobytes()
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_allgather_q8(world):
+    """set_allgather_codec(8): float32 allgather is the lossy q8 one, the
+    same bits on every rank, each element within its chunk's max / 254;
+    set_allgather_codec(0) is exact again; other bits are refused."""
+    n, d = 1000, 252           # elements a rank; values a chunk (elems 256)
+    ins = _inputs("float32", n, world, seed=world + 11)
+    outs = [np.zeros(world * n, np.float32) for _ in range(world)]
+    with Loop(world) as loop:
+        ctxs = loop.open_all()
+        for c in ctxs:
+            with pytest.raises(tally.Error) as e:
+                c.set_allgather_codec(4)
+            assert e.value.errno == errno.EINVAL
+            c.set_allgather_codec(8)
+        run_ranks(world, lambda r: ctxs[r].allgather(ins[r], outs[r]))
+        exact = [np.zeros(world * n, np.float32) for _ in range(world)]
+        for c in ctxs:
+            c.set_allgather_codec(0)
+        run_ranks(world, lambda r: ctxs[r].allgather(ins[r], exact[r]))
+        for c in ctxs:
+            c.close()
+    for r in range(world):
+        assert outs[r].tobytes() == outs[0].tobytes()
+        assert exact[r].tobytes() == np.concatenate(ins).tobytes()
+    for p in range(world):
+        for c0 in range(0, n, d):
+            x = ins[p][c0:c0 + d].astype(np.float64)
+            y = outs[0][p * n + c0:p * n + c0 + len(x)].astype(np.float64)
+            a = np.abs(x).max()
+            assert (np.abs(y - x) <= a / 254 + a * 2**-22).all()
+    assert outs[0].tobytes() != exact[0].tobytes()
