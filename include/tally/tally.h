@@ -274,7 +274,10 @@ int tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n);
  * overlap. count 0 returns 0 at once. Errors as the allreduces (-ERANGE
  * on every rank for an infinity in some rank's f32, bf16 or f16; NaNs
  * count as 0), -EINVAL for world x count above 2^32 - 1 or an unknown
- * dt (the context stays usable). docs/collectives.md.
+ * dt (the context stays usable). In a q16, q8 or q4 job f32 goes
+ * through the job's codec as tally_allreduce() applies it (lossy; the
+ * shard is the bits of tally_allreduce()'s; the context's codec memory
+ * kept for world x count elements). docs/collectives.md, "Codecs".
  */
 int tally_reduce_scatter(struct tally_ctx *ctx, const void *send, void *recv,
 	size_t count, enum tally_dtype dt);
