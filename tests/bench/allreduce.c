@@ -1378,10 +1378,12 @@ check_op(const struct ar_opts *o, struct ar_run *a)
 
 	if (o->op == OP_REDUCE_SCATTER &&
 			a->info.codec.kind != TALLY_CODEC_FIXP) {
+		/* Each call its own draws: checked call by call there. */
 		if (check_rs_codec(o, a) != 0)
 			return -1;
-		got = a->out;
-		len = cnt;
+		a->ref_digest = a->digest[o->iters - 1];
+		snprintf(a->check, sizeof(a->check), "ok");
+		return 0;
 	} else if (o->op == OP_REDUCE_SCATTER) {
 		if (reference(o, a->n, a->input) != 0) {
 			snprintf(a->check, sizeof(a->check), "FAIL (out of "

@@ -35,6 +35,7 @@ extern char **environ;
 
 static const char *bench_path;
 static char watch_pid[16];	/* non-empty: ranks get --json --watch-pid */
+static const char *extra_args[5];	/* more arguments for every rank */
 
 /* One tally-bench process. */
 struct proc {
@@ -71,7 +72,7 @@ spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
 	const char *type, const char *size, const char *scale)
 {
 	char dp[32], rank[8], wstr[8], env_token[40], path[64];
-	char *argv[30] = {
+	char *argv[34] = {
 		(char *)bench_path, "allreduce", "--dp", dp, "--job", "5",
 		"--rank", rank, "--world", wstr,
 		"--type", (char *)type, "--size", (char *)size,
@@ -89,6 +90,8 @@ spawn_rank(struct proc *p, uint16_t port, unsigned int r, unsigned int world,
 		argv[n++] = "--token-file";
 		argv[n++] = path;
 	}
+	for (unsigned int i = 0; extra_args[i] != NULL; i++)
+		argv[n++] = (char *)extra_args[i];
 	if (watch_pid[0] != '\0') {
 		argv[n++] = "--json";
 		argv[n++] = "--watch-pid";
@@ -228,6 +231,43 @@ empty_three_ranks(void **state)
 	run_ok("i32", "0", NULL);
 }
 
+/*
+ * --op reduce_scatter through a q8 job's codec: each rank's shard of
+ * each call (their draws differ) against the codec's allreduce
+ * reference, 1% loss both ways. The digests are the ranks' own shards.
+ */
+static void
+rs_q8_three_ranks(void **state)
+{
+	struct loopagg_conf ac = {
+		.job = JOB, .token = TOKEN, .world = NRANKS, .window = 64,
+		.max_elems = 256, .loss_up = 0.01, .loss_down = 0.01,
+		.seed = 5,
+	};
+	struct loopagg *a = loopagg_start(&ac);
+	struct proc p[NRANKS];
+	unsigned int r;
+
+	(void)state;
+	assert_non_null(a);
+	extra_args[0] = "--op";
+	extra_args[1] = "reduce_scatter";
+	extra_args[2] = "--codec";
+	extra_args[3] = "q8,seed=9";
+	for (r = 0; r < NRANKS; r++)
+		spawn_rank(&p[r], loopagg_port(a), r, NRANKS, "f32", "768K",
+			NULL);
+	extra_args[0] = NULL;
+	for (r = 0; r < NRANKS; r++)
+		reap(&p[r]);
+	loopagg_stop(a, NULL);
+	for (r = 0; r < NRANKS; r++)
+		if (!WIFEXITED(p[r].status) || WEXITSTATUS(p[r].status) != 0 ||
+				strstr(p[r].out, "check: ok\n") == NULL)
+			fail_msg("rank %u: status 0x%x, output:\n%s", r,
+				p[r].status, p[r].out);
+}
+
 /* World 3 with only 2 ranks running: both exit 3 and say why. */
 static void
 missing_rank_exits_3(void **state)
@@ -331,6 +371,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(i32_three_ranks),
 		cmocka_unit_test(h16_three_ranks),
 		cmocka_unit_test(empty_three_ranks),
+		cmocka_unit_test(rs_q8_three_ranks),
 		cmocka_unit_test(missing_rank_exits_3),
 		cmocka_unit_test(token_in_argv_refused),
 		cmocka_unit_test(json_cpu_three_ranks),
