@@ -64,6 +64,35 @@ def test_refusals(monkeypatch):
             _group(ctx)
 
 
+def test_lossy_reduce_scatter():
+    """A q8 job with lossy=True (opted in twice: the job's codec and the
+    option): float32 reduce_scatter goes through the codec as allreduce
+    does, the shard bit for bit the codec's allreduce's (a fresh group
+    each, so that the draws line up), not the exact bits; all_gather and
+    broadcast stay exact (docs/training.md)."""
+    x = torch.linspace(-3.0, 5.0, 1001)
+    outs = []
+    for kind in ("rs", "ar"):
+        with Loop(1, codec="q8,seed=3") as loop, loop.open(0) as ctx:
+            pg = _group(ctx, lossy=True)
+            y = x.clone()
+            if kind == "rs":
+                out = torch.zeros(1001)
+                pg._reduce_scatter_base(out, y).wait()
+                assert pg.routes["tally reduce_scatter"] == 1
+                g = torch.zeros(1001)
+                pg._allgather_base(g, x.clone()).wait()
+                assert torch.equal(g, x)
+                outs.append(out)
+            else:
+                pg.allreduce([y]).wait()
+                outs.append(y)
+            pg.close()
+    assert outs[0].numpy().tobytes() == outs[1].numpy().tobytes()
+    assert not torch.equal(outs[0], x)
+    assert (outs[0] - x).abs().max() <= 5.0 / 127 + 1e-6
+
+
 def test_error_completes_work():
     """After the context fails (here: closed), every operation's Work
     completes with the exception: wait() raises the tally.Error (errno),
