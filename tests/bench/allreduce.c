@@ -257,6 +257,7 @@ usage(FILE *f)
 		"                           (--size is what each rank sends),\n"
 		"                           allgather (what each gets), broadcast\n"
 		"                           from rank 0; host memory, fixp or i32\n"
+		"                           (reduce_scatter: or q16, q8, q4)\n"
 		"  --iters N                timed allreduces (default 3)\n"
 		"  --elems N                elements a packet (default %u)\n"
 		"  --window N               slots in flight (default 64)\n"
