@@ -20,18 +20,31 @@
 #include <rte_net_crc.h>
 
 /*
- * Asks rte_net_crc for its fastest path (call after rte_eal_init(): the
- * vector paths depend on the EAL's SIMD width, and before it rte_net_crc
- * stays scalar for good), and turns tally's four-lane folding on where
- * that path is sse42. Returns the path's name ("clmul4", "sse42",
- * "neon" or "scalar"), a constant string, for the start-up log.
+ * Chooses the fastest CRC path this CPU runs (call after rte_eal_init():
+ * rte_net_crc's vector paths depend on the EAL's SIMD width, and before
+ * it rte_net_crc stays scalar for good): "vpclmul16" (tally's sixteen
+ * 128-bit lanes of VPCLMULQDQ folding in four 512-bit registers, where
+ * CPUID and the OS say AVX-512 F and VL and VPCLMULQDQ), "clmul4"
+ * (tally's four lanes of PCLMULQDQ folding), or rte_net_crc's "sse42",
+ * "neon" or "scalar". Returns the path's name, a constant string, for
+ * the start-up log.
  */
 const char *tally_icrc_init(void);
 
 /*
- * The CRC-32 of len bytes at p (borrowed): 64 bytes and more by four
- * lanes of carry-less folding (64 bytes a step) where tally_icrc_init()
- * chose "clmul4", rte_net_crc otherwise (one lane, 16 bytes a step).
+ * Selects the path called name (one of tally_icrc_init()'s), so that
+ * tests and benchmarks can compare paths on one CPU. Returns 0,
+ * -ENOTSUP where this CPU does not run it (the path stays as it was),
+ * or -EINVAL for an unknown name.
+ */
+int tally_icrc_set_path(const char *name);
+
+/*
+ * The CRC-32 of len bytes at p (borrowed): 256 bytes and more by sixteen
+ * lanes of folding (256 bytes a step) under "vpclmul16", 64 bytes and
+ * more by four lanes (64 bytes a step) under "clmul4" (and "vpclmul16"
+ * from 64 to 255), 16 to 63 bytes by one lane under both; rte_net_crc
+ * otherwise (one lane, 16 bytes a step).
  */
 uint32_t tally_crc32(const void *p, uint32_t len);
 

@@ -107,6 +107,7 @@ struct dpb_opts {
 	int auth;	/* an authenticated job: tagged frames */
 	int roce;	/* RoCEv2 UD SEND frames (implies reset) */
 	int cost;	/* the restated cost table: UDP and RoCEv2 */
+	const char *icrc;	/* --icrc: the CRC path, NULL: the best */
 	int reset;	/* rounds 0 and 1 again and again, the job's
 			 * slots emptied every other round (implied by
 			 * --auth, whose frames carry tags for those
@@ -162,6 +163,7 @@ static const struct option long_opts[] = {
 	{ "no-refs", no_argument, NULL, 'n' },
 	{ "roce", no_argument, NULL, 'o' },
 	{ "cost", no_argument, NULL, 'C' },
+	{ "icrc", required_argument, NULL, 'I' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -206,9 +208,26 @@ usage(FILE *f)
 		"                RoCEv2 frames of about 1 KiB and 4 KiB of\n"
 		"                payload, one after the other in this run;\n"
 		"                ratio to read and Gbit/s per lcore\n"
+		"  --icrc PATH   the CRC path of the ICRCs: vpclmul16,\n"
+		"                clmul4, sse42, neon or scalar (default: the\n"
+		"                fastest this CPU runs, as tally-dp)\n"
 		"  -h, --help    this text\n",
 		TALLY_MAX_WORKERS, MAX_ELEMS, TALLY_DEFAULT_ELEMS,
 		TALLY_MAX_WINDOW, MAX_ROUNDS);
+}
+
+/* Whether name is one of the CRC paths (net/icrc.h). */
+static int
+icrc_known(const char *name)
+{
+	static const char *const paths[] = {
+		"vpclmul16", "clmul4", "sse42", "neon", "scalar",
+	};
+
+	for (size_t i = 0; i < RTE_DIM(paths); i++)
+		if (strcmp(name, paths[i]) == 0)
+			return 1;
+	return 0;
 }
 
 /* One flag with an argument into o; -1 when its value is bad. */
@@ -296,6 +315,8 @@ parse_opts(int argc, char **argv, struct dpb_opts *o)
 			o->roce = o->reset = 1;
 		} else if (c == 'C') {
 			o->cost = o->reset = 1;
+		} else if (c == 'I') {
+			o->icrc = optarg;
 		} else if (c == '?' || parse_value(c, optarg, o) != 0) {
 			goto bad;
 		}
@@ -310,6 +331,11 @@ parse_opts(int argc, char **argv, struct dpb_opts *o)
 		o->passes = o->quick ? 1 : 5;
 	if (o->rounds == 0 && o->quick)
 		o->rounds = 4;
+	if (o->icrc != NULL && !icrc_known(o->icrc)) {
+		fprintf(stderr, "--icrc: '%s' is not one of vpclmul16, "
+			"clmul4, sse42, neon, scalar\n", o->icrc);
+		goto bad;
+	}
 	if (o->roce && (o->auth || o->elems > ROCE_MAX_ELEMS)) {
 		fprintf(stderr, "--roce: a plain job's messages of at most "
 			"4096 bytes (--elems %u or fewer, no --auth)\n",
@@ -1751,6 +1777,16 @@ bench_dataplane(int argc, char **argv)
 	if (eal_init() != 0)
 		return BENCH_EXIT_FAIL;
 	b->icrc_path = tally_icrc_init();
+	if (b->o.icrc != NULL) {
+		rc = tally_icrc_set_path(b->o.icrc);
+		if (rc != 0) {
+			fprintf(stderr, "--icrc %s: %s\n", b->o.icrc,
+				strerror(-rc));
+			eal_fini();
+			return BENCH_EXIT_FAIL;
+		}
+		b->icrc_path = b->o.icrc;
+	}
 	bench_cpu_model(cpu, sizeof(cpu));
 	rc = b->o.cost ? cost_table(b, cpu) : run_one(b, cpu);
 	eal_fini();

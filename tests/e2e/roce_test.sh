@@ -29,7 +29,7 @@ assert r["pkey"] == 65535 and r["pmtu"] == 1024, r
 print(",".join(str(q) for q in r["qpns"]))')
 [ "$qpns" = "256,257" ]
 ok $? "ping: QPNs 0x100 and 0x101, P_Key 0xffff, path MTU 1024 ($qpns)"
-grep -q "ICRC by \(clmul4\|rte_net_crc\)" "$WORK/dp.log"
+grep -q "ICRC by \(vpclmul16\|clmul4\|rte_net_crc\)" "$WORK/dp.log"
 ok $? "the start-up log names the CRC path: $(grep -o 'ICRC by.*' "$WORK/dp.log")"
 
 members=""

@@ -14,6 +14,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,9 +94,10 @@ init_names_path(void **state)
 	const char *name = tally_icrc_init();
 
 	(void)state;
-	assert_true(strcmp(name, "clmul4") == 0 ||
+	assert_true(strcmp(name, "vpclmul16") == 0 ||
+		strcmp(name, "clmul4") == 0 ||
 		strcmp(name, "sse42") == 0 || strcmp(name, "scalar") == 0 ||
-		strcmp(name, "neon") == 0 || strcmp(name, "avx512") == 0);
+		strcmp(name, "neon") == 0);
 	assert_int_equal(tally_crc32("123456789", 9), 0xcbf43926u);
 }
 
@@ -140,25 +142,84 @@ combine_long(void **state)
 }
 
 /*
- * The path tally_icrc_init() chose (four-lane folding from 64 bytes on
- * where the CPU has PCLMULQDQ) against the bitwise CRC: every length to
- * 700 at every alignment mod 16, and long buffers.
+ * Path name (forced by tally_icrc_set_path()) against the bitwise CRC:
+ * every length to 700 at every alignment mod 16, lengths around each
+ * 256-byte step of the sixteen-lane fold, and long buffers. Returns
+ * whether the path ran here (a path the CPU lacks is skipped, said).
  */
-static void
-fold_every_length(void **state)
+static int
+path_every_length(const char *name)
 {
-	static uint8_t buf[9100];
+	static uint8_t buf[9300];
+	int rc = tally_icrc_set_path(name);
 
-	(void)state;
+	if (rc == -ENOTSUP) {
+		printf("# path %s: not on this CPU, skipped\n", name);
+		return 0;
+	}
+	assert_int_equal(rc, 0);
+	printf("# path %s\n", name);
 	fill(buf, sizeof(buf), 5);
-	printf("# path %s\n", tally_icrc_init());
 	for (size_t off = 0; off < 16; off++)
 		for (size_t len = 0; len <= 700; len++)
 			assert_int_equal(tally_crc32(buf + off, (uint32_t)len),
 				ref_crc32(buf + off, len));
-	for (size_t len = 1000; len < 9090; len += 997)
-		assert_int_equal(tally_crc32(buf + 7, (uint32_t)len),
-			ref_crc32(buf + 7, len));
+	for (size_t step = 256; step <= 2048; step += 256)
+		for (size_t len = step - 17; len <= step + 65; len++)
+			assert_int_equal(tally_crc32(buf + 3, (uint32_t)len),
+				ref_crc32(buf + 3, len));
+	for (size_t len = 1000; len < 9290; len += 997)
+		for (size_t off = 0; off < 16; off += 5)
+			assert_int_equal(tally_crc32(buf + off, (uint32_t)len),
+				ref_crc32(buf + off, len));
+	assert_int_equal(tally_crc32(buf, sizeof(buf)),
+		ref_crc32(buf, sizeof(buf)));
+	assert_int_equal(tally_crc32("123456789", 9), 0xcbf43926u);
+	return 1;
+}
+
+/* Every path this CPU runs, and the one tally_icrc_init() chose. */
+static void
+fold_every_length(void **state)
+{
+	static const char *const paths[] = {
+		"vpclmul16", "clmul4", "sse42", "neon", "scalar",
+	};
+	const char *chosen;
+
+	(void)state;
+	for (size_t i = 0; i < RTE_DIM(paths); i++)
+		path_every_length(paths[i]);
+	chosen = tally_icrc_init();
+	assert_int_equal(path_every_length(chosen), 1);
+	tally_icrc_init();
+}
+
+/*
+ * Where CPUID says AVX-512 F and VL and VPCLMULQDQ (GCC's test, asked
+ * here independently), the sixteen-lane fold is the one chosen; an
+ * unknown name is refused and leaves the path alone.
+ */
+static void
+init_prefers_vpclmul16(void **state)
+{
+	int has = 0;
+
+	(void)state;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	has = __builtin_cpu_supports("avx512f") &&
+		__builtin_cpu_supports("avx512vl") &&
+		__builtin_cpu_supports("vpclmulqdq");
+#endif
+	printf("# CPU has AVX-512 VPCLMULQDQ: %s\n", has ? "yes" : "no");
+	if (has)
+		assert_string_equal(tally_icrc_init(), "vpclmul16");
+	else
+		assert_int_equal(tally_icrc_set_path("vpclmul16"), -ENOTSUP);
+	assert_int_equal(tally_icrc_set_path("avx1024"), -EINVAL);
+	assert_int_equal(tally_crc32("123456789", 9), 0xcbf43926u);
+	tally_icrc_init();
 }
 
 /* a b modulo the polynomial, a bit at a time, reflected (the test's). */
@@ -276,6 +337,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(combine_long),
 		cmocka_unit_test(mul_matches_bits),
 		cmocka_unit_test(fold_every_length),
+		cmocka_unit_test(init_prefers_vpclmul16),
 		cmocka_unit_test(vector_cx4_cnp),
 		cmocka_unit_test(vector_scapy_uc),
 		cmocka_unit_test(vector_scapy_ud),
