@@ -8,10 +8,14 @@
  *
  * Out: as result.c does for UDP, the message (tally header, payload,
  * tag, pad) is copied once into a body mbuf and its CRC taken once; each
- * destination's headers come from its template, and its ICRC is the CRC
- * of its 56 masked header bytes (8 of 0xff, IPv4, UDP, BTH, DETH)
- * combined with the message's: one multiplication modulo the CRC
- * polynomial, the power of x shared by every destination of the body.
+ * destination's headers come from its template. A frame's ICRC is the
+ * CRC of its 56 masked header bytes (8 of 0xff, IPv4, UDP, BTH, DETH)
+ * combined with the message's, and every template's header CRC is the
+ * same (HDR_CRC: the template's IPv4 identification and PSN, which no
+ * receiver checks, are chosen to make it so), so one ICRC serves every
+ * destination of a body: it lies in the body after the message, and a
+ * result frame is a header mbuf and an indirect mbuf of the body, as for
+ * UDP, with no third mbuf for an ICRC of its own.
  */
 #include <errno.h>
 #include <string.h>
@@ -153,6 +157,100 @@ tally_roce_icrc_ok(struct rte_mbuf *m)
 _Static_assert(MASKED_LEN == 56, "CRC_ZEROS is the CRC of 56 zero bytes");
 
 /*
+ * The header CRC (struct tally_roce_tmpl's hcrc) of every template: any
+ * constant would do; this one is the CRC of 56 bytes of 0xff.
+ */
+#define HDR_CRC		0xd8bbabfbu
+
+/*
+ * The template bits free to choose: the IPv4 identification (16 bits;
+ * results are sent with DF, so it identifies no fragments) and the
+ * BTH's PSN (24; not checked on a UD QP), by their offsets in a frame's
+ * headers. Bit i of a choice is bit i % 8 of byte FREE_OFF[i / 8].
+ */
+#define FREE_BITS	40
+static const uint8_t free_off[FREE_BITS / 8] = {
+	OFF_IP + 4, OFF_IP + 5, OFF_BTH + 9, OFF_BTH + 10, OFF_BTH + 11,
+};
+
+/*
+ * A basis of what the free bits do to the header CRC: pin[h] is a
+ * change of the CRC whose highest set bit is h, and the choice of free
+ * bits that makes it. Made at load time (32 found: any 32 bits of the
+ * PSN and identification reach every CRC).
+ */
+static struct {
+	uint32_t crc;
+	uint64_t bits;
+} pin[32];
+
+/*
+ * What flipping free bit i does to the CRC of the masked headers: the
+ * CRC register, from 0 and not inverted, after the 56 bytes that are 0
+ * but for that bit (the CRC is linear; the constant part cancels).
+ */
+static uint32_t
+free_bit_effect(unsigned int i)
+{
+	uint32_t c = 0;
+
+	for (unsigned int k = 0; k < MASKED_LEN; k++) {
+		unsigned int at = TALLY_ICRC_LRH_LEN + free_off[i / 8] - ETH_LEN;
+
+		c ^= k == at ? 1u << (i % 8) : 0;
+		for (int b = 0; b < 8; b++)
+			c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+	}
+	return c;
+}
+
+/* Gaussian elimination over GF(2), at load time: no CRC path needed. */
+RTE_INIT(tally_roce_pin_init)
+{
+	for (unsigned int i = 0; i < FREE_BITS; i++) {
+		uint32_t e = free_bit_effect(i);
+		uint64_t m = UINT64_C(1) << i;
+
+		while (e != 0) {
+			unsigned int h = 31 - (unsigned int)__builtin_clz(e);
+
+			if (pin[h].crc == 0) {
+				pin[h].crc = e;
+				pin[h].bits = m;
+				break;
+			}
+			e ^= pin[h].crc;
+			m ^= pin[h].bits;
+		}
+	}
+}
+
+/*
+ * Sets the free bits of hdr (TALLY_ROCE_HDRS_LEN bytes, their bits 0)
+ * so that its header CRC, hcrc now, becomes HDR_CRC. Returns the new
+ * header CRC (HDR_CRC where the basis is whole, which it is).
+ */
+static uint32_t
+pin_headers(uint8_t *hdr, uint32_t hcrc)
+{
+	uint32_t d = hcrc ^ HDR_CRC;
+	uint64_t m = 0;
+
+	while (d != 0) {
+		unsigned int h = 31 - (unsigned int)__builtin_clz(d);
+
+		if (pin[h].crc == 0)
+			return hcrc;	/* not reached: the rank is 32 */
+		d ^= pin[h].crc;
+		m ^= pin[h].bits;
+	}
+	for (unsigned int i = 0; i < FREE_BITS; i++)
+		if (m >> i & 1)
+			hdr[free_off[i / 8]] ^= (uint8_t)(1u << (i % 8));
+	return HDR_CRC;
+}
+
+/*
  * The ICRC's view (icrc.h) of the headers at hdr (TALLY_ROCE_HDRS_LEN
  * bytes from Ethernet), into masked (MASKED_LEN bytes): the LRH's place,
  * TOS, TTL, the IPv4 and UDP checksums and BTH byte 4 set to ones (ones
@@ -202,8 +300,9 @@ tally_roce_tmpl_init(struct tally_roce_tmpl *t,
 	bth[TALLY_ROCE_BTH_PKEY + 1] = TALLY_ROCE_PKEY_FULL & 0xff;
 	st_be32(bth + TALLY_ROCE_BTH_DQPN, dst_qpn & TALLY_ROCE_QPN_MAX);
 	st_be32(deth + TALLY_ROCE_DETH_QKEY, qkey);
+	t->hcrc = pin_headers(t->hdr, tally_crc32(mask_headers(masked,
+		t->hdr, 0xff), MASKED_LEN));
 	t->ip_sum = rte_raw_cksum(ip, sizeof(*ip));
-	t->hcrc = tally_crc32(mask_headers(masked, t->hdr, 0xff), MASKED_LEN);
 }
 
 static inline uint32_t
@@ -291,11 +390,8 @@ round_hcrc(struct round *rd)
 		CRC_ZEROS;
 }
 
-/*
- * Writes destination d's headers at p (TALLY_ROCE_HDRS_LEN bytes) and
- * returns the frame's ICRC.
- */
-static uint32_t
+/* Writes destination d's headers at p (TALLY_ROCE_HDRS_LEN bytes). */
+static void
 put_headers(uint8_t *p, const struct round *rd, const struct tally_roce_dst *d)
 {
 	const struct tally_roce_tmpl *t = d->tmpl;
@@ -305,7 +401,6 @@ put_headers(uint8_t *p, const struct round *rd, const struct tally_roce_dst *d)
 	put_round(p, rd);
 	st16(p + OFF_IP + offsetof(struct rte_ipv4_hdr, hdr_checksum),
 		(uint16_t)~fold(t->ip_sum + rd->ip_len));
-	return tally_crc32_shift(t->hcrc ^ rd->hcrc, rd->crc, rd->xpow);
 }
 
 static inline void
@@ -316,24 +411,18 @@ set_lens(struct rte_mbuf *m)
 	m->l4_len = sizeof(struct rte_udp_hdr);
 }
 
-/* Clone i of nc: header mbuf h, indirect c, ICRC t, chained. */
+/* Clone i of nc: header mbuf h, then c, an indirect mbuf of the body. */
 static void
-build_clone(struct rte_mbuf *h, struct rte_mbuf *c, struct rte_mbuf *t,
+build_clone(struct rte_mbuf *h, struct rte_mbuf *c,
 	const struct rte_mbuf *body, const struct round *rd,
 	const struct tally_roce_dst *d)
 {
-	uint32_t icrc;
-
 	tally_net_attach_noref(c, body);
-	icrc = put_headers(rte_pktmbuf_mtod(h, uint8_t *), rd, d);
-	st_le32(rte_pktmbuf_mtod(t, uint8_t *), icrc);
-	t->data_len = TALLY_ROCE_ICRC_LEN;
-	t->pkt_len = TALLY_ROCE_ICRC_LEN;
-	c->next = t;
+	put_headers(rte_pktmbuf_mtod(h, uint8_t *), rd, d);
 	h->data_len = TALLY_ROCE_HDRS_LEN;
-	h->pkt_len = TALLY_ROCE_HDRS_LEN + body->data_len + TALLY_ROCE_ICRC_LEN;
+	h->pkt_len = TALLY_ROCE_HDRS_LEN + body->data_len;
 	h->next = c;
-	h->nb_segs = 3;
+	h->nb_segs = 2;
 	set_lens(h);
 }
 
@@ -346,7 +435,7 @@ tally_roce_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
 	uint32_t crc, uint8_t pad, rte_be16_t sport, uint32_t src_qpn,
 	const struct tally_roce_dst *dst, unsigned int n, struct rte_mbuf **out)
 {
-	struct rte_mbuf *m[3 * (TALLY_MAX_WORKERS - 1)];
+	struct rte_mbuf *m[2 * (TALLY_MAX_WORKERS - 1)];
 	unsigned int nc = n - 1;
 	uint32_t blen, icrc;
 	struct round rd;
@@ -377,25 +466,32 @@ tally_roce_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
 	round_hcrc(&rd);
 	if (nc > 0) {
 		ret = -ENOBUFS;
-		if (unlikely(rte_pktmbuf_alloc_bulk(pool, m, 3 * nc) != 0))
+		if (unlikely(rte_pktmbuf_alloc_bulk(pool, m, 2 * nc) != 0))
 			goto free_body;
 		if (unlikely(rte_pktmbuf_tailroom(m[0]) < TALLY_ROCE_HDRS_LEN)) {
 			ret = -EINVAL;
-			rte_pktmbuf_free_bulk(m, 3 * nc);
+			rte_pktmbuf_free_bulk(m, 2 * nc);
 			goto free_body;
 		}
+	}
+	/*
+	 * Every template's header CRC is the same (tmpl_init), so every
+	 * frame's ICRC is: one, after the message, before the clones
+	 * attach, so that they carry it too.
+	 */
+	icrc = tally_crc32_shift(dst[nc].tmpl->hcrc ^ rd.hcrc, crc, rd.xpow);
+	st_le32((uint8_t *)rte_pktmbuf_append(body, TALLY_ROCE_ICRC_LEN), icrc);
+	if (nc > 0) {
 		/* One reference a clone, taken at once. */
 		rte_mbuf_refcnt_update(body, (int16_t)nc);
 		for (unsigned int i = 0; i < nc; i++) {
-			build_clone(m[i], m[nc + i], m[2 * nc + i], body, &rd,
-				&dst[i]);
+			build_clone(m[i], m[nc + i], body, &rd, &dst[i]);
 			out[i] = m[i];
 		}
 	}
-	/* The clones see data_len as it was: the ICRC goes past it. */
+	/* The clones see the body as it was: the headers go before it. */
 	p = (uint8_t *)rte_pktmbuf_prepend(body, TALLY_ROCE_HDRS_LEN);
-	icrc = put_headers(p, &rd, &dst[nc]);
-	st_le32((uint8_t *)rte_pktmbuf_append(body, TALLY_ROCE_ICRC_LEN), icrc);
+	put_headers(p, &rd, &dst[nc]);
 	set_lens(body);
 	out[nc] = body;
 	return 0;

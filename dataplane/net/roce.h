@@ -16,8 +16,10 @@
  *   slot's owner does it, once).
  * - tally_roce_body() / tally_roce_fanout() build results as
  *   tally_net_body() / tally_net_fanout() do for UDP: the message is
- *   copied once, its CRC taken once, and each destination's ICRC is that
- *   CRC combined with the CRC of its own headers.
+ *   copied once, its CRC taken once, and combined once with the CRC of
+ *   the headers, which is the same for every destination (each
+ *   template's PSN and IPv4 identification are chosen for it): one ICRC
+ *   for all, carried in the body.
  *
  * Addresses in network byte order; QPNs and Q_Keys in host order.
  */
@@ -94,9 +96,11 @@ int tally_roce_icrc_ok(struct rte_mbuf *m);
  * IP and QPN, or a multicast group and TALLY_ROCE_QPN_MCAST), built once:
  * Ethernet from self->mac, IPv4 from self->ip (DF, TTL 64), UDP to port
  * 4791 (checksum 0, as RoCEv2 allows), BTH (UD SEND, P_Key 0xffff, the
- * destination QPN, PSN 0) and DETH with qkey. What varies by frame is
- * left 0: destination MAC, IPv4 length and checksum, UDP source port
- * and length, PadCnt, DETH source QP.
+ * destination QPN) and DETH with qkey. The IPv4 identification and
+ * the PSN (free: results go with DF, and a UD QP checks no PSN) are set
+ * so that the header CRC is the same constant for every template. What
+ * varies by frame is left 0: destination MAC, IPv4 length and checksum,
+ * UDP source port and length, PadCnt, DETH source QP.
  */
 struct tally_roce_tmpl {
 	uint8_t hdr[TALLY_ROCE_HDRS_LEN];
@@ -104,7 +108,8 @@ struct tally_roce_tmpl {
 	uint32_t ip_sum;	/* raw sum of the IPv4 header in hdr */
 	uint32_t hcrc;		/* CRC-32 of hdr as the ICRC sees it (its
 				   masked fields all ones, 8 bytes of LRH
-				   before), the varying fields 0 */
+				   before), the varying fields 0: the same
+				   in every template */
 };	/* 72 bytes, not cache-aligned: a job holds 64 of them */
 
 void tally_roce_tmpl_init(struct tally_roce_tmpl *t,
@@ -136,11 +141,12 @@ struct rte_mbuf *tally_roce_body(struct rte_mempool *pool,
  * source QP src_qpn; crc and pad as tally_roce_body() gave them. As
  * tally_net_fanout(): out[n-1] is the body itself (headers in its
  * headroom, ICRC in its tailroom); every other frame is a header mbuf
- * from pool, an indirect mbuf of the body and a 4-byte ICRC mbuf, chained
- * (three segments). Each ICRC is the CRC of the destination's masked
- * headers combined with crc: the message is not read again. Consumes
- * body; returns 0, -ENOBUFS (pool empty) or -EINVAL (body or pool does
- * not fit), building no frame on failure.
+ * from pool and an indirect mbuf of the body, ICRC included, chained
+ * (two segments). The ICRC, the same for every destination, is the CRC
+ * of the masked headers (equal in every template) combined with crc:
+ * the message is not read again. Consumes body; returns 0, -ENOBUFS
+ * (pool empty) or -EINVAL (body or pool does not fit), building no
+ * frame on failure.
  */
 int tally_roce_fanout(struct rte_mempool *pool, struct rte_mbuf *body,
 	uint32_t crc, uint8_t pad, rte_be16_t sport, uint32_t src_qpn,
