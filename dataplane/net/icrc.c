@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * CRC-32 arithmetic for the RoCEv2 ICRC (icrc.h): rte_net_crc for the
- * bytes, and polynomial products modulo the CRC polynomial to join CRCs.
+ * CRC-32 arithmetic for the RoCEv2 ICRC (icrc.h): the bytes by tally's
+ * own carry-less folding (VPCLMULQDQ on AVX-512, else PCLMULQDQ; each
+ * in functions built for its instructions and run only where CPUID has
+ * them) or rte_net_crc, and polynomial products modulo the CRC
+ * polynomial to join CRCs.
  *
  * Combining: with CRC-32's pre- and post-inversion, the CRC of A then B
  * is crc(A) times x^(8 |B|), plus crc(B), modulo the polynomial. In the
@@ -123,11 +126,11 @@ tally_crc32_xpow(uint32_t len)
 	return p;
 }
 
-/* How tally_crc32() takes 64 bytes and more (tally_icrc_set_path()). */
+/* How tally_crc32() takes 16 bytes and more (tally_icrc_set_path()). */
 enum fold_path {
 	FOLD_NONE,	/* rte_net_crc at every length */
-	FOLD_CLMUL4,	/* fold4() from 64 bytes */
-	FOLD_AVX512,	/* fold16() from 256 bytes, fold4() from 64 */
+	FOLD_CLMUL4,	/* fold4() from 64 bytes, fold_short() from 16 */
+	FOLD_AVX512,	/* fold16() from 256 bytes, else as FOLD_CLMUL4 */
 };
 static enum fold_path fold_path;
 
