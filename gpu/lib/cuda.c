@@ -63,6 +63,14 @@ tally_state_new_cuda(struct tally_ctx *ctx, size_t n, struct tally_state **out)
 }
 
 int
+tally_state_new_rows_cuda(struct tally_ctx *ctx, size_t n, uint32_t rows,
+	struct tally_state **out)
+{
+	return tally_lib_dev_state_rows(ctx, tally_lib_cuda_ops(), n, rows,
+		out);
+}
+
+int
 tally_allreduce_state_cuda(struct tally_ctx *ctx, struct tally_state *st,
 	float *d_buf, size_t n, void *stream)
 {

@@ -192,11 +192,19 @@ int tally_lib_dev_state_new(struct tally_ctx *ctx,
 	const struct tally_dev_ops *ops, size_t n, struct tally_state **out);
 
 /*
- * tally_state_new() of n elements with the buffers in dev's memory (dev
- * NULL: host memory; state.c).
+ * tally_lib_dev_state_new() with PowerSGD's matrix rows (0: the job's;
+ * tally_state_new_rows_cuda()).
+ */
+int tally_lib_dev_state_rows(struct tally_ctx *ctx,
+	const struct tally_dev_ops *ops, size_t n, uint32_t rows,
+	struct tally_state **out);
+
+/*
+ * tally_state_new_rows() of n elements with the buffers in dev's memory
+ * (dev NULL: host memory; state.c).
  */
 int tally_lib_state_make(struct tally_ctx *ctx, const struct tally_dev_ops *dev,
-	size_t n, struct tally_state **out);
+	size_t n, uint32_t rows, struct tally_state **out);
 
 /*
  * Sets up ctx's device side with ops and a segment of seg elements (0:

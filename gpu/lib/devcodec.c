@@ -344,6 +344,13 @@ int
 tally_lib_dev_state_new(struct tally_ctx *ctx, const struct tally_dev_ops *ops,
 	size_t n, struct tally_state **out)
 {
+	return tally_lib_dev_state_rows(ctx, ops, n, 0, out);
+}
+
+int
+tally_lib_dev_state_rows(struct tally_ctx *ctx, const struct tally_dev_ops *ops,
+	size_t n, uint32_t rows, struct tally_state **out)
+{
 	int rc;
 
 	if (ctx == NULL)
@@ -356,5 +363,6 @@ tally_lib_dev_state_new(struct tally_ctx *ctx, const struct tally_dev_ops *ops,
 	rc = tally_lib_dev_codec_ok(ctx, &ctx->codec);
 	if (rc == 0)
 		rc = tally_lib_dev_bind(ctx, ops, 0);
-	return rc != 0 ? rc : tally_lib_state_make(ctx, ops, n, out);
+	return rc != 0 ? rc : tally_lib_state_make(ctx, ops, n, rows,
+		out);
 }

@@ -31,27 +31,35 @@ zeros(const struct tally_dev_ops *dev, size_t n, float **out)
 	return rc;
 }
 
-/* PowerSGD's shape and factors. Returns 0 or a negative errno. */
+/*
+ * PowerSGD's shape and factors: the matrix has rows rows (0: the job's
+ * rows key, 0 there too: near-square). Returns 0 or a negative errno.
+ */
 static int
-powersgd_buffers(struct tally_ctx *ctx, struct tally_state *st)
+powersgd_buffers(struct tally_ctx *ctx, struct tally_state *st,
+	uint32_t rows)
 {
 	uint32_t rank = st->codec.rank;
 	int rc;
 
-	if (st->codec.rows > st->n)
+	if (rows == 0)
+		rows = st->codec.rows;
+	if (rows > st->n)
 		return tally_ctx_fail(ctx, -EINVAL, "powersgd rows %u: more "
-			"than the tensor's %zu elements", st->codec.rows,
-			st->n);
-	if (tally_psgd_shape(st->n, st->codec.rows, &st->rows, &st->cols) != 0)
+			"than the tensor's %zu elements", rows, st->n);
+	if (tally_psgd_shape(st->n, rows, &st->rows, &st->cols) != 0)
 		return tally_ctx_fail(ctx, -EINVAL, "powersgd: no matrix view "
-			"of %zu elements with %u rows", st->n, st->codec.rows);
+			"of %zu elements with %u rows", st->n, rows);
 	rc = zeros(st->dev, (size_t)st->rows * rank, &st->p);
 	return rc != 0 ? rc : zeros(st->dev, (size_t)st->cols * rank, &st->q);
 }
 
-/* The buffers st's codec keeps (st->codec, n and dev set). */
+/*
+ * The buffers st's codec keeps (st->codec, n and dev set); rows:
+ * PowerSGD's matrix rows (0: the job's).
+ */
 static int
-buffers(struct tally_ctx *ctx, struct tally_state *st)
+buffers(struct tally_ctx *ctx, struct tally_state *st, uint32_t rows)
 {
 	int rc = 0;
 
@@ -61,13 +69,13 @@ buffers(struct tally_ctx *ctx, struct tally_state *st)
 	if (rc == 0 && st->codec.momentum > 0)
 		rc = zeros(st->dev, st->n, &st->mom);
 	if (rc == 0 && st->codec.kind == TALLY_CODEC_POWERSGD)
-		rc = powersgd_buffers(ctx, st);
+		rc = powersgd_buffers(ctx, st, rows);
 	return rc;
 }
 
 int
 tally_lib_state_make(struct tally_ctx *ctx, const struct tally_dev_ops *dev,
-	size_t n, struct tally_state **out)
+	size_t n, uint32_t rows, struct tally_state **out)
 {
 	struct tally_state *st;
 	int rc;
@@ -80,13 +88,16 @@ tally_lib_state_make(struct tally_ctx *ctx, const struct tally_dev_ops *dev,
 	if (n == 0 || n > UINT32_MAX)
 		return tally_ctx_fail(ctx, -EINVAL, "a state of %zu elements: "
 			"1 .. 2^32 - 1", n);
+	if (rows != 0 && ctx->codec.kind != TALLY_CODEC_POWERSGD)
+		return tally_ctx_fail(ctx, -EINVAL, "a state's rows (%u) shape "
+			"a powersgd matrix; the job's codec has none", rows);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL)
 		return tally_ctx_fail(ctx, -ENOMEM, "out of memory");
 	memcpy(&st->codec, &ctx->codec, sizeof(st->codec));
 	st->n = n;
 	st->dev = dev;
-	rc = buffers(ctx, st);
+	rc = buffers(ctx, st, rows);
 	if (rc != 0) {
 		tally_state_free(st);
 		if (rc == -EINVAL)
@@ -102,7 +113,14 @@ tally_lib_state_make(struct tally_ctx *ctx, const struct tally_dev_ops *dev,
 int
 tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out)
 {
-	return tally_lib_state_make(ctx, NULL, n, out);
+	return tally_lib_state_make(ctx, NULL, n, 0, out);
+}
+
+int
+tally_state_new_rows(struct tally_ctx *ctx, size_t n, uint32_t rows,
+	struct tally_state **out)
+{
+	return tally_lib_state_make(ctx, NULL, n, rows, out);
 }
 
 /* Frees p, a buffer of st (host or device memory). */

@@ -349,6 +349,22 @@ struct tally_state;
 int tally_state_new(struct tally_ctx *ctx, size_t n, struct tally_state **out);
 
 /*
+ * tally_state_new() with the matrix a powersgd state views its tensor
+ * as: rows rows of ceil(n / rows) columns, row-major (element i is
+ * M[i / cols][i % cols], as torch's tensor.view(rows, -1)), instead of
+ * the job's rows key; 0: the job's. A per-tensor shape: a weight matrix
+ * of shape (out, in...) is compressed as itself with rows = out. Every
+ * rank must make the same states with the same shapes for the same
+ * tensors, in the same order of calls (the caller's contract, as for
+ * tensor sizes: the P and Q rounds' lengths follow the shape, and the
+ * wire carries no shape). Errors as tally_state_new(), and -EINVAL for
+ * rows above n, or rows != 0 with a codec other than powersgd (it has
+ * no matrix), with tally_ctx_error(ctx) saying so.
+ */
+int tally_state_new_rows(struct tally_ctx *ctx, size_t n, uint32_t rows,
+	struct tally_state **out);
+
+/*
  * Frees a state, host or device (tally_state_new_cuda(): the work of
  * calls still running on it must be done first, as for any device
  * memory). NULL is fine.

@@ -88,6 +88,13 @@ int tally_state_new_cuda(struct tally_ctx *ctx, size_t n,
 	struct tally_state **out);
 
 /*
+ * tally_state_new_cuda() with PowerSGD's matrix rows, as
+ * tally_state_new_rows() (0: the job's rows key).
+ */
+int tally_state_new_rows_cuda(struct tally_ctx *ctx, size_t n, uint32_t rows,
+	struct tally_state **out);
+
+/*
  * tally_allreduce_state() of the n floats at d_buf with the device state
  * st (from tally_state_new_cuda(); a host state is refused with -EINVAL,
  * as a device state is by tally_allreduce_state()), on stream.

@@ -229,12 +229,31 @@ get_tensor(PyObject *obj, void **buf, size_t *n, enum ext_elem *k)
 }
 
 /*
+ * The dense average of n floats at buf: each times 1/world (a float
+ * product, the bits tally_allreduce_mean() sums), then
+ * tally_allreduce_f32(), whatever the job's codec.
+ */
+static int
+dense_mean(struct tally_ctx *ctx, float *buf, size_t n)
+{
+	struct tally_ctx_info info;
+	float inv;
+
+	tally_ctx_info(ctx, &info);
+	inv = 1.0f / (float)info.world;
+	for (size_t i = 0; i < n; i++)
+		buf[i] *= inv;
+	return tally_allreduce_f32(ctx, buf, n);
+}
+
+/*
  * The call itself, on the context (locked) with the GIL released; mean:
- * the average (float32 only), divided as libtally decodes.
+ * the average (float32 only), divided as libtally decodes; dense: the
+ * fixed-point sum (tally_allreduce_f32()) whatever the job's codec.
  */
 static int
 reduce(struct tally_ctx *ctx, struct tally_state *st, enum ext_elem k,
-	void *buf, size_t n, int mean)
+	void *buf, size_t n, int mean, int dense)
 {
 	if (k == EXT_I32)
 		return tally_allreduce_i32(ctx, buf, n);
@@ -242,6 +261,9 @@ reduce(struct tally_ctx *ctx, struct tally_state *st, enum ext_elem k,
 		return tally_allreduce_typed(ctx, buf, n, TALLY_DT_BF16);
 	if (k == EXT_F16)
 		return tally_allreduce_typed(ctx, buf, n, TALLY_DT_F16);
+	if (dense)
+		return mean ? dense_mean(ctx, buf, n) :
+			tally_allreduce_f32(ctx, buf, n);
 	if (mean)
 		return tally_allreduce_mean(ctx, st, buf, n);
 	if (st != NULL)
@@ -249,11 +271,16 @@ reduce(struct tally_ctx *ctx, struct tally_state *st, enum ext_elem k,
 	return tally_allreduce(ctx, buf, n);
 }
 
-/* The state and mean checks of a call on n elements of kind k. */
+/* The state, mean and dense checks of a call on n elements of kind k. */
 static int
-check_extras(PyObject *sobj, enum ext_elem k, size_t n, int mean,
+check_extras(PyObject *sobj, enum ext_elem k, size_t n, int mean, int dense,
 	struct tally_state **st)
 {
+	if (dense && sobj != Py_None) {
+		PyErr_SetString(PyExc_ValueError, "tally: dense=True sends no "
+			"codec's memory: give no state");
+		return -1;
+	}
 	if (sobj != Py_None) {
 		struct ext_state *s = (struct ext_state *)sobj;
 
@@ -276,26 +303,28 @@ check_extras(PyObject *sobj, enum ext_elem k, size_t n, int mean,
 }
 
 /*
- * Context.allreduce(buf, state=None, mean=False, dtype=None): see the
+ * Context.allreduce(buf, state=None, mean=False, dtype=None, dense=False):
+ * see the
  * doc string.
  */
 static PyObject *
 ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "buf", "state", "mean", "dtype", NULL };
+	static char *kwlist[] = { "buf", "state", "mean", "dtype", "dense",
+		NULL };
 	PyObject *obj, *sobj = Py_None;
 	struct tally_state *st = NULL;
 	const char *want = NULL;
 	enum ext_elem k;
 	char why[512] = "";
 	Py_buffer v;
-	int mean = 0, view;
+	int mean = 0, dense = 0, view;
 	void *buf;
 	size_t n;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Opz:allreduce", kwlist,
-			&obj, &sobj, &mean, &want))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Opzp:allreduce", kwlist,
+			&obj, &sobj, &mean, &want, &dense))
 		return NULL;
 	if (sobj != Py_None && !PyObject_TypeCheck(sobj, &ext_state_type))
 		return PyErr_Format(PyExc_TypeError, "tally: state must be a "
@@ -312,14 +341,14 @@ ctx_allreduce(struct ext_ctx *c, PyObject *args, PyObject *kw)
 	} else if (get_tensor(obj, &buf, &n, &k) != 0) {
 		return NULL;
 	}
-	if (check_extras(sobj, k, n, mean, &st) != 0 ||
+	if (check_extras(sobj, k, n, mean, dense, &st) != 0 ||
 			ext_ctx_enter(c) != 0) {
 		if (view == 0)
 			PyBuffer_Release(&v);
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = reduce(c->ctx, st, k, buf, n, mean);
+	rc = reduce(c->ctx, st, k, buf, n, mean, dense);
 	if (rc < 0)
 		snprintf(why, sizeof(why), "%s", tally_ctx_error(c->ctx));
 	Py_END_ALLOW_THREADS
@@ -561,12 +590,15 @@ ctx_dealloc(struct ext_ctx *c)
 static PyMethodDef ctx_methods[] = {
 	{ "allreduce", (PyCFunction)(void (*)(void))ctx_allreduce,
 		METH_VARARGS | METH_KEYWORDS,
-		"allreduce(buf, state=None, mean=False, dtype=None): sums buf "
+		"allreduce(buf, state=None, mean=False, dtype=None, "
+		"dense=False): sums buf "
 		"over every rank, in place. float32 goes through the job's "
 		"codec (with state: that tensor's codec memory), int32 is "
 		"summed exactly, bfloat16 and float16 in fixed point rounded "
 		"once to their type (tally_allreduce_typed()). mean: the "
-		"average instead (float32; tally_allreduce_mean()). buf is any "
+		"average instead (float32; tally_allreduce_mean()). dense: "
+		"float32 in shared-scale fixed point (tally_allreduce_f32()) "
+		"whatever the job's codec, no state. buf is any "
 		"writable C-contiguous buffer (dtype='bfloat16' or 'float16' "
 		"names the type of a 2-byte one, e.g. a bfloat16 tensor's "
 		".view(torch.int16).numpy()), or a contiguous CPU torch tensor "
@@ -607,11 +639,14 @@ static PyMethodDef ctx_methods[] = {
 	{ "allreduce_cuda",
 		(PyCFunction)(void (*)(void))ext_ctx_allreduce_cuda,
 		METH_VARARGS | METH_KEYWORDS,
-		"allreduce_cuda(ptr, n, dtype, stream=0, state=None): sums the "
+		"allreduce_cuda(ptr, n, dtype, stream=0, state=None, "
+		"dense=False): sums the "
 		"n float32 or int32 elements at device address ptr over every "
 		"rank, in place, through libtally's GPU path; the decoding is "
 		"enqueued on the CUDA stream handle stream (0: the legacy "
-		"default stream). state: a State(ctx, n, cuda=True)." },
+		"default stream). state: a State(ctx, n, cuda=True). dense: "
+		"float32 in fixed point (tally_allreduce_f32_cuda()) whatever "
+		"the job's codec, no state." },
 	{ "info", (PyCFunction)ctx_info, METH_NOARGS,
 		"info() -> dict: job, rank, world, window, elems, narrow, "
 		"codec (its canonical spec), codec_name, codec_memory, "

@@ -16,13 +16,18 @@
 
 #include "ext.h"
 
-/* The call itself, on the context (locked) with the GIL released. */
+/*
+ * The call itself, on the context (locked) with the GIL released; dense:
+ * the fixed-point sum whatever the job's codec.
+ */
 static int
 reduce_dev(struct tally_ctx *ctx, struct tally_state *st, int i32,
-	void *d_buf, size_t n, void *stream)
+	int dense, void *d_buf, size_t n, void *stream)
 {
 	if (i32)
 		return tally_allreduce_i32_cuda(ctx, d_buf, n, stream);
+	if (dense)
+		return tally_allreduce_f32_cuda(ctx, d_buf, n, stream);
 	if (st != NULL)
 		return tally_allreduce_state_cuda(ctx, st, d_buf, n, stream);
 	return tally_allreduce_cuda(ctx, d_buf, n, stream);
@@ -66,17 +71,17 @@ PyObject *
 ext_ctx_allreduce_cuda(struct ext_ctx *c, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "ptr", "n", "dtype", "stream", "state",
-		NULL };
+		"dense", NULL };
 	unsigned long long ptr, stream = 0;
 	PyObject *sobj = Py_None;
 	struct tally_state *st;
 	const char *dtype;
 	char why[512] = "";
 	Py_ssize_t n;
-	int rc, i32;
+	int rc, i32, dense = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "Kns|KO:allreduce_cuda",
-			kwlist, &ptr, &n, &dtype, &stream, &sobj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Kns|KOp:allreduce_cuda",
+			kwlist, &ptr, &n, &dtype, &stream, &sobj, &dense))
 		return NULL;
 	if (strcmp(dtype, "float32") != 0 && strcmp(dtype, "int32") != 0)
 		return PyErr_Format(PyExc_TypeError, "tally: allreduce takes "
@@ -87,11 +92,14 @@ ext_ctx_allreduce_cuda(struct ext_ctx *c, PyObject *args, PyObject *kw)
 	i32 = dtype[0] == 'i';
 	if (dev_state(sobj, i32, (size_t)n, &st) != 0)
 		return NULL;
+	if (dense && st != NULL)
+		return PyErr_Format(PyExc_ValueError, "tally: dense=True "
+			"sends no codec's memory: give no state");
 	if (ext_ctx_enter(c) != 0)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS
-	rc = reduce_dev(c->ctx, st, i32, (void *)(uintptr_t)ptr, (size_t)n,
-		(void *)(uintptr_t)stream);
+	rc = reduce_dev(c->ctx, st, i32, dense, (void *)(uintptr_t)ptr,
+		(size_t)n, (void *)(uintptr_t)stream);
 	if (rc < 0)
 		snprintf(why, sizeof(why), "%s", tally_ctx_error(c->ctx));
 	Py_END_ALLOW_THREADS

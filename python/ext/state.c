@@ -6,6 +6,7 @@
  * again for the same job, as libtally allows). One call at a time may
  * use a state.
  */
+#include <stdint.h>
 #include <stdio.h>
 
 #include <tally/tally_cuda.h>
@@ -13,14 +14,16 @@
 #include "ext.h"
 
 /*
- * State(ctx, n, cuda=False): tally_state_new() of n elements for ctx's
- * codec; with cuda, tally_state_new_cuda() (device memory, for CUDA
- * tensors; EOPNOTSUPP without libtally's CUDA path).
+ * State(ctx, n, cuda=False, rows=0): tally_state_new_rows() of n
+ * elements for ctx's codec (rows: a powersgd matrix's rows, 0 the
+ * job's); with cuda, tally_state_new_rows_cuda() (device memory, for
+ * CUDA tensors; EOPNOTSUPP without libtally's CUDA path).
  */
 static PyObject *
 state_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "ctx", "n", "cuda", NULL };
+	static char *kwlist[] = { "ctx", "n", "cuda", "rows", NULL };
+	Py_ssize_t rows = 0;
 	int cuda = 0;
 	struct tally_state *st = NULL;
 	struct ext_state *s;
@@ -29,17 +32,21 @@ state_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	Py_ssize_t n;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|p:State", kwlist,
-			&ext_ctx_type, &c, &n, &cuda))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|pn:State", kwlist,
+			&ext_ctx_type, &c, &n, &cuda, &rows))
 		return NULL;
 	if (n <= 0)
 		return PyErr_Format(PyExc_ValueError, "tally: a State holds "
 			"1 or more elements, not %zd", n);
+	if (rows < 0 || (unsigned long long)rows > UINT32_MAX)
+		return PyErr_Format(PyExc_ValueError, "tally: a State's rows "
+			"are 0 (the job's) .. 2^32 - 1, not %zd", rows);
 	if (ext_ctx_enter(c) != 0)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS
-	rc = cuda ? tally_state_new_cuda(c->ctx, (size_t)n, &st) :
-		tally_state_new(c->ctx, (size_t)n, &st);
+	rc = cuda ? tally_state_new_rows_cuda(c->ctx, (size_t)n,
+			(uint32_t)rows, &st) :
+		tally_state_new_rows(c->ctx, (size_t)n, (uint32_t)rows, &st);
 	if (rc < 0)
 		snprintf(why, sizeof(why), "%s", tally_ctx_error(c->ctx));
 	Py_END_ALLOW_THREADS
@@ -79,10 +86,12 @@ static PySequenceMethods state_seq = {
 PyTypeObject ext_state_type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "tally._tally.State",
-	.tp_doc = "State(ctx, n, cuda=False): the codec memory of one "
+	.tp_doc = "State(ctx, n, cuda=False, rows=0): the codec memory of one "
 		"tensor of n float32 elements (error-feedback residual, DGC "
 		"momentum, PowerSGD's Q), zeroed, in host memory or with "
-		"cuda=True in the current CUDA device's; pass it to "
+		"cuda=True in the current CUDA device's; rows: the rows of "
+		"the matrix a powersgd state views the tensor as (0: the "
+		"job's rows key); pass it to "
 		"allreduce(x, state=...) with that tensor every time.",
 	.tp_basicsize = sizeof(struct ext_state),
 	.tp_flags = Py_TPFLAGS_DEFAULT,

@@ -260,7 +260,8 @@ class Context:
         self._info["cuda_tensors"] = _CUDA_PATHS.get(
             self._info["cuda_path"], self._info["cuda_path"])
 
-    def allreduce(self, x, state=None, stream=None, mean=False):
+    def allreduce(self, x, state=None, stream=None, mean=False,
+                  dense=False):
         """Sums x over every rank, in place, and returns x; with mean=True
         the average (float32 only): the sum divided by the world size.
 
@@ -286,11 +287,16 @@ class Context:
         decoding, with no pass over x of its own; otherwise libtally
         multiplies first. A CUDA tensor is multiplied on its stream
         before the GPU path (the same bits as on the host).
+
+        dense: float32 in the shared-scale fixed point
+        (tally_allreduce_f32), whatever the job's codec, with no state:
+        what a compressing job sends uncompressed (biases beside
+        PowerSGD's matrices, its first steps).
         """
         buf = x
         if _is_tensor(x):
             if x.device.type == "cuda":
-                return self._allreduce_cuda(x, state, stream, mean)
+                return self._allreduce_cuda(x, state, stream, mean, dense)
             if x.device.type != "cpu":
                 raise TypeError("tally: allreduce takes CPU or CUDA "
                                 "tensors, not %s ones" % x.device.type)
@@ -304,10 +310,10 @@ class Context:
             if not HAVE_CUDA:
                 raise _no_cuda()
             self._c.allreduce_cuda(ptr, n, dtype, handle,
-                                   self._dev_state(state))
+                                   self._dev_state(state), bool(dense))
             return x
         self._c.allreduce(buf, None if state is None else state._s,
-                          bool(mean))
+                          bool(mean), dense=bool(dense))
         return x
 
     def reduce_scatter(self, input, output, mean=False):
@@ -361,7 +367,7 @@ class Context:
     def _dev_state(state):
         return None if state is None else state._s
 
-    def _allreduce_cuda(self, x, state, stream, mean=False):
+    def _allreduce_cuda(self, x, state, stream, mean=False, dense=False):
         """A CUDA tensor: libtally's GPU path (tally_allreduce_cuda:
         encode on the GPU into registered host staging, decode on the
         caller's stream), with the tensor's device current; mean:
@@ -389,7 +395,7 @@ class Context:
                     x.mul_(1.0 / self._info["world"])
             self._c.allreduce_cuda(x.data_ptr(), x.numel(), dtype,
                                    _stream_handle(stream),
-                                   self._dev_state(state))
+                                   self._dev_state(state), bool(dense))
         return x
 
     def info(self):
@@ -457,9 +463,16 @@ class State:
 
     cuda: keep it in GPU memory, for a CUDA tensor (tally_state_new_cuda,
     on the current CUDA device; EOPNOTSUPP without libtally's CUDA path).
-    None: when n is a CUDA tensor (made on its device)."""
+    None: when n is a CUDA tensor (made on its device).
 
-    def __init__(self, ctx, n, cuda=None):
+    rows: for a powersgd job, the rows of the matrix this tensor is
+    viewed as (tally_state_new_rows: rows x ceil(n / rows), row-major,
+    as tensor.view(rows, -1)); None or 0: the job's rows key. A weight
+    of shape (out, in, ...) is compressed as itself with rows=out. Every
+    rank must give the same rows for the same tensor. rows above n, or
+    rows with another codec, raise tally.Error (EINVAL)."""
+
+    def __init__(self, ctx, n, cuda=None, rows=None):
         if cuda is None:
             cuda = _is_tensor(n) and n.device.type == "cuda"
         if cuda and not HAVE_CUDA:
@@ -471,15 +484,19 @@ class State:
             dev = None
         if dev is not None:
             with _sys.modules["torch"].cuda.device(dev):
-                self._s = _tally.State(ctx._c, n, cuda=True)
+                self._s = _tally.State(ctx._c, n, cuda=True,
+                                       rows=rows or 0)
         else:
-            self._s = _tally.State(ctx._c, n, cuda=bool(cuda))
+            self._s = _tally.State(ctx._c, n, cuda=bool(cuda),
+                                   rows=rows or 0)
         self.n = n
         self.cuda = bool(cuda)
+        self.rows = rows or 0
 
     def __len__(self):
         return self.n
 
     def __repr__(self):
-        return "<tally.State of %d elements%s>" % (
-            self.n, " on the GPU" if self.cuda else "")
+        return "<tally.State of %d elements%s%s>" % (
+            self.n, " in %d rows" % self.rows if self.rows else "",
+            " on the GPU" if self.cuda else "")

@@ -31,6 +31,20 @@ buckets) are dropped then (HookState.dropped). torch's own
 PowerSGD hook loses the same first-iteration memory (it starts at
 start_powerSGD_iter >= 2 for that reason).
 
+A powersgd job compresses each weight matrix as itself (per_matrix,
+on by default for powersgd), as torch's PowerSGD hook does: the bucket
+is split into its parameters' gradients (views of the bucket, never
+copied), each gradient of two or more dimensions, viewed as (shape[0],
+rest), has its own tally.State of that many rows (keyed by the
+parameter, so it survives DDP's bucket rebuild), and the tensors not
+worth compressing (biases, and matrices where (rows + cols) x rank x 2
+>= rows x cols, torch's rule) are averaged dense in fixed point, in one
+call: gathered into one buffer (a copy of those few elements) unless
+there is only one. The first start_iter iterations (2 by default,
+torch's start_powerSGD_iter in tools/bench-training) send every bucket
+dense. Every rank makes the same calls in the same order (DDP's
+buckets and their parameters are the same on every rank).
+
 CUDA buckets go through libtally's GPU path (tally_allreduce_cuda: the
 codec encodes on the GPU into pinned staging, no host copy), on the CUDA
 stream that was current when DDP called the hook (the one backward
@@ -57,6 +71,7 @@ through tally without a hook.
 """
 import errno
 import queue
+import re
 import threading
 import time
 
@@ -72,26 +87,58 @@ class HookState:
     """What allreduce_hook needs: the context, the background thread and
     the codec memory of each bucket.
 
-    HookState(ctx, *, divide=True, memory=None, name="tally-hook"):
+    HookState(ctx, *, divide=True, memory=None, name="tally-hook",
+              per_matrix=None, start_iter=None, min_compression_rate=2):
     ctx is an open tally.Context; divide: divide each bucket by the
     world size (the average, as DDP's default hook); memory: keep a
     tally.State per bucket (None: when the job's codec has memory, from
-    ctx.info()); name: the thread's name.
+    ctx.info()); name: the thread's name. per_matrix (powersgd jobs
+    only; None: on for them): a State per weight matrix with the
+    matrix's own rows, the rest dense (the module's text says how);
+    min_compression_rate: a matrix is compressed when rows x cols
+    exceeds (rows + cols) x rank x that (torch's rule and default);
+    start_iter: iterations (counted by the bucket marked is_last) sent
+    dense before the codec starts (None: 2 with per_matrix, else 0).
 
     Counters: buckets (reduced), errors (futures completed with an
     exception; last_error is the latest exception), rebuilt (States made
     afresh because a bucket index changed its parameters or length),
     dropped (States of bucket indexes an iteration no longer used);
+    with per_matrix: matrices (the per-matrix States, by parameter),
+    compressed (matrix allreduces), dense_calls (allreduces of the dense
+    rest), and for every mode iters (iterations seen) and dense_buckets
+    (buckets sent dense in the first start_iter iterations);
     times: cpu_s (the thread's CPU seconds on buckets) and reduce_s
     (seconds in libtally's allreduce). close() stops the thread.
     """
 
-    def __init__(self, ctx, *, divide=True, memory=None, name="tally-hook"):
+    def __init__(self, ctx, *, divide=True, memory=None, name="tally-hook",
+                 per_matrix=None, start_iter=None, min_compression_rate=2):
         info = ctx.info()
         self.ctx = ctx
         self.world = info["world"]
         self.divide = bool(divide)
         self.memory = info["codec_memory"] if memory is None else bool(memory)
+        psgd = info["codec_name"] == "powersgd"
+        if per_matrix and not psgd:
+            raise ValueError("tally: per_matrix is for powersgd jobs, not "
+                             "codec %s" % info["codec"])
+        self.per_matrix = psgd if per_matrix is None else bool(per_matrix)
+        m = re.search(r"(?:^|,)rank=(\d+)", info["codec"])
+        self.rank = int(m.group(1)) if m else 4
+        self.min_compression_rate = float(min_compression_rate)
+        if start_iter is None:
+            start_iter = 2 if self.per_matrix else 0
+        if int(start_iter) < 0:
+            raise ValueError("tally: start_iter is 0 or more, not %r"
+                             % (start_iter,))
+        self.start_iter = int(start_iter)
+        self.iters = 0
+        self.dense_buckets = 0
+        self.matrices = {}
+        self.compressed = 0
+        self.dense_calls = 0
+        self._mseen = set()
         self.name = name
         self.states = {}
         self.buckets = 0
@@ -108,12 +155,14 @@ class HookState:
         self._lock = threading.Lock()
         self._closed = False
 
-    def submit(self, index, key, tensor):
+    def submit(self, index, key, tensor, plan=None):
         """Queues tensor, bucket number index (whose layout key
         identifies), for the background thread; returns the Future that
         thread completes with the tensor reduced in place, or with the
         exception (its wait() raises it; DDP needs allreduce_hook's
-        chained future instead). A CUDA
+        chained future instead). plan: how the tensor goes
+        (allreduce_hook's _plan(): dense, or per matrix); None: the
+        bucket as one tensor through the job's codec. A CUDA
         tensor's future is made for its device, and the thread works on
         the stream current now (the caller's)."""
         stream = None
@@ -133,7 +182,7 @@ class HookState:
                 self._thread = threading.Thread(target=self._run,
                                                 name=self.name, daemon=True)
                 self._thread.start()
-            self._queue.put((index, key, tensor, stream, fut))
+            self._queue.put((index, key, tensor, stream, fut, plan))
         return fut
 
     def close(self):
@@ -166,12 +215,66 @@ class HookState:
             self._keys[index] = key
         return self.states[index]
 
-    def _reduce(self, index, key, t, stream):
+    def _matrix(self, key, g, rows):
+        """The State of the weight matrix whose gradient is g (rows rows):
+        kept while its parameter (key) is there, made on first use;
+        matrices no iteration used since the last bucket 0 are dropped
+        at the next one."""
+        st = self.matrices.get(key)
+        if st is None:
+            st = self.matrices[key] = tally.State(self.ctx, g, rows=rows)
+        self._mseen.add(key)
+        return st
+
+    def _drop_matrices(self):
+        """Bucket 0 starts an iteration: the States of matrices the last
+        one did not reduce go."""
+        if self._mseen:
+            for k in [k for k in self.matrices if k not in self._mseen]:
+                del self.matrices[k]
+                self.dropped += 1
+            self._mseen.clear()
+
+    def _per_matrix(self, index, t, stream, plan):
+        """Bucket t by its parameters: the dense rest in one fixed-point
+        call, then each matrix with its own State, in place."""
+        _, mats, rest = plan
+        if index == 0:
+            self._drop_matrices()
+        if rest:
+            flat = rest[0].view(-1) if len(rest) == 1 else \
+                torch.cat([g.view(-1) for g in rest])
+            self.ctx.allreduce(flat, stream=stream, mean=self.divide,
+                               dense=True)
+            if len(rest) > 1:
+                off = 0
+                for g in rest:
+                    g.view(-1).copy_(flat[off:off + g.numel()])
+                    off += g.numel()
+            self.dense_calls += 1
+        for key, g, rows in mats:
+            st = self._matrix(key, g, rows)
+            self.ctx.allreduce(g.view(-1), state=st, stream=stream,
+                               mean=self.divide)
+            self.compressed += 1
+        return t
+
+    def _reduce(self, index, key, t, stream, plan=None):
         """The average of bucket t over the ranks, in place; a CUDA
-        bucket on stream."""
+        bucket on stream; plan: allreduce_hook's _plan()."""
         if t.device.type == "cuda" and not tally.HAVE_CUDA:
             # ctx.allreduce says the same; said here before dividing.
             return self.ctx.allreduce(t)
+        if plan is not None:
+            t0 = time.perf_counter()
+            try:
+                if plan[0] == "dense":
+                    self.dense_buckets += 1
+                    return self.ctx.allreduce(t, stream=stream,
+                                              mean=self.divide, dense=True)
+                return self._per_matrix(index, t, stream, plan)
+            finally:
+                self.reduce_s += time.perf_counter() - t0
         st = self._state(index, key, t) if self.memory else None
         t0 = time.perf_counter()
         self.ctx.allreduce(t, state=st, stream=stream, mean=self.divide)
@@ -184,21 +287,21 @@ class HookState:
             item = self._queue.get()
             if item is None:
                 return
-            index, key, t, stream, fut = item
+            index, key, t, stream, fut, plan = item
             if stream is None:
-                self._complete(index, key, t, None, fut)
+                self._complete(index, key, t, None, fut, plan)
                 continue
             # The caller's device and stream: the division, the codec's
             # kernels and the future's completion event all go there.
             with torch.cuda.device(t.device), torch.cuda.stream(stream):
-                self._complete(index, key, t, stream, fut)
+                self._complete(index, key, t, stream, fut, plan)
 
-    def _complete(self, index, key, t, stream, fut):
+    def _complete(self, index, key, t, stream, fut, plan=None):
         """Reduces bucket t and completes its future, with the result
         or the exception."""
         c0 = time.thread_time()
         try:
-            self._reduce(index, key, t, stream)
+            self._reduce(index, key, t, stream, plan)
         except Exception as e:  # completes the future, never hangs
             self.errors += 1
             self.last_error = e
@@ -217,6 +320,48 @@ def _layout(bucket):
             tuple((p.data_ptr(), p.numel()) for p in bucket.parameters()))
 
 
+def _gradients(bucket):
+    """The bucket's per-parameter gradients, views of its buffer (torch's
+    GradBucket.gradients(); for an object without it, cut from the
+    buffer by its parameters' sizes, DDP's layout)."""
+    if hasattr(bucket, "gradients"):
+        return bucket.gradients()
+    buf, off, out = bucket.buffer(), 0, []
+    for p in bucket.parameters():
+        out.append(buf[off:off + p.numel()].view(p.shape))
+        off += p.numel()
+    return out
+
+
+def _plan(state, bucket):
+    """How the bucket goes: ("dense",) in the first start_iter
+    iterations; with per_matrix ("matrices", [(key, view, rows)], [rest]):
+    each gradient of two or more dimensions worth compressing (torch's
+    rule: rows x cols > (rows + cols) x min(rows, cols, rank) x
+    min_compression_rate) with its own rows, keyed by its parameter; the
+    rest (biases) dense. None: the bucket through the job's codec.
+    Counts iterations by the bucket marked is_last."""
+    dense = state.iters < state.start_iter
+    last = getattr(bucket, "is_last", None)
+    if last is not None and last():
+        state.iters += 1
+    if dense:
+        return ("dense",)
+    if not state.per_matrix:
+        return None
+    mats, rest = [], []
+    for p, g in zip(bucket.parameters(), _gradients(bucket)):
+        rows = g.shape[0] if g.dim() >= 2 else 0
+        cols = g.numel() // rows if rows else 0
+        r = min(rows, cols, state.rank)
+        if rows and rows * cols > (rows + cols) * r * \
+                state.min_compression_rate:
+            mats.append(((p.data_ptr(), tuple(p.shape)), g, rows))
+        else:
+            rest.append(g)
+    return ("matrices", mats, rest)
+
+
 def _unwrap(fut):
     """The bucket's reduced tensor, or the bucket's exception raised: as a
     Future.then callback it turns a future completed by set_exception
@@ -231,5 +376,7 @@ def allreduce_hook(state, bucket):
     Returns at once a Future that the background thread completes; on an
     error it fails, and DDP raises a RuntimeError with the tally.Error's
     "[Errno N] sentence" from backward()."""
-    fut = state.submit(bucket.index(), _layout(bucket), bucket.buffer())
+    plan = _plan(state, bucket)
+    fut = state.submit(bucket.index(), _layout(bucket), bucket.buffer(),
+                       plan)
     return fut.then(_unwrap)

@@ -9,7 +9,9 @@
  * refusals, a refused scale round that keeps the gradient in the
  * residual, tally_allreduce()'s own memory starting afresh for a new
  * tensor length, and tally_allreduce_mean() giving the bits of reducing
- * x * (1/world).
+ * x * (1/world). A powersgd state of its own shape
+ * (tally_state_new_rows()) gives the bits of a job whose rows key is
+ * that shape, and bad shapes are refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,6 +50,7 @@ struct rank {
 	const char *spec;
 	unsigned int r;
 	int use_state;		/* tally_allreduce_state(), else the ctx's */
+	uint32_t rows;		/* the state's rows (tally_state_new_rows) */
 	float *out[CALLS];	/* each call's result */
 	int rc[CALLS];
 	char err[256];
@@ -105,7 +108,7 @@ rank_main(void *arg)
 		snprintf(k->err, sizeof(k->err), "%s", tally_ctx_error(NULL));
 		return NULL;
 	}
-	if (k->use_state && tally_state_new(ctx, N, &st) != 0) {
+	if (k->use_state && tally_state_new_rows(ctx, N, k->rows, &st) != 0) {
 		snprintf(k->err, sizeof(k->err), "%s", tally_ctx_error(ctx));
 		goto out;
 	}
@@ -135,8 +138,8 @@ out:
  * must.
  */
 static void
-run_lens(const char *spec, int narrow, double loss, int use_state,
-	int inf_call, const size_t *lens)
+run_shape(const char *spec, const char *ref_spec, uint32_t rows, int narrow,
+	double loss, int use_state, int inf_call, const size_t *lens)
 {
 	static const size_t all_n[CALLS] = { N, N, N, N };
 	struct loopagg_conf ac = {
@@ -154,7 +157,7 @@ run_lens(const char *spec, int narrow, double loss, int use_state,
 
 	assert_non_null(a);
 	assert_non_null(ref);
-	assert_int_equal(tally_codec_parse(spec, &cr.codec, NULL, 0), 0);
+	assert_int_equal(tally_codec_parse(ref_spec, &cr.codec, NULL, 0), 0);
 	assert_true(tally_codec_has_memory(&cr.codec));
 	cr.seed = cr.codec.seed;
 	if (lens == NULL)
@@ -171,8 +174,8 @@ run_lens(const char *spec, int narrow, double loss, int use_state,
 				.world = WORLD, .window = 8, .elems = 256,
 				.rto_us = 500, .timeout_ms = 5000,
 				.narrow = (uint8_t)narrow, .codec = spec },
-			.r = r, .use_state = use_state, .ga = ga,
-			.lens = lens,
+			.r = r, .use_state = use_state, .rows = rows,
+			.ga = ga, .lens = lens,
 		};
 		for (c = 0; c < CALLS; c++) {
 			k[r].out[c] = malloc(N * sizeof(float));
@@ -212,6 +215,17 @@ run_lens(const char *spec, int narrow, double loss, int use_state,
 		for (c = 0; c < CALLS; c++)
 			free(k[r].out[c]);
 	free(ref);
+}
+
+/*
+ * run_shape() of a job's spec, checked against the same spec's
+ * reference, states (use_state) of the job's shape.
+ */
+static void
+run_lens(const char *spec, int narrow, double loss, int use_state,
+	int inf_call, const size_t *lens)
+{
+	run_shape(spec, spec, 0, narrow, loss, use_state, inf_call, lens);
 }
 
 static void
@@ -283,6 +297,25 @@ erange_keeps(void **state)
 	run("powersgd,rank=2", 0, 0, 1, 1);
 }
 
+/*
+ * A powersgd state of its own shape (tally_state_new_rows()) on a job
+ * of the default near-square shape gives, call after call, the bits of
+ * a job whose rows key is that shape: rows dividing N (8 x 1187) and
+ * not (37 x 257, the last row short); with loss too.
+ */
+static void
+powersgd_state_rows(void **state)
+{
+	(void)state;
+	run_shape("powersgd,rank=2", "powersgd,rank=2,rows=8", 8, 0, 0, 1,
+		-1, NULL);
+	run_shape("powersgd,rank=2", "powersgd,rank=2,rows=37", 37, 0, 0.05,
+		1, -1, NULL);
+	/* A state's rows win over the job's rows key. */
+	run_shape("powersgd,rank=4,rows=64", "powersgd,rank=4,rows=8", 8, 0,
+		0, 1, 2, NULL);
+}
+
 /* The state API's refusals, on a context that needs no dataplane. */
 static void
 state_api(void **state)
@@ -317,6 +350,26 @@ state_api(void **state)
 	assert_int_equal(tally_ctx_open(&o, &other), 0);
 	assert_int_equal(tally_state_new(other, 16, &st2), -EINVAL);
 	assert_non_null(strstr(tally_ctx_error(other), "rows"));
+	/* A state's own rows: a shape that fits wins over the key's. */
+	assert_int_equal(tally_state_new_rows(other, 16, 4, &st2), 0);
+	tally_state_free(st2);
+	assert_int_equal(tally_state_new_rows(other, 16, 16, &st2), 0);
+	tally_state_free(st2);
+	assert_int_equal(tally_state_new_rows(other, 16, 17, &st2), -EINVAL);
+	assert_null(st2);
+	assert_non_null(strstr(tally_ctx_error(other), "rows 17: more than "
+		"the tensor's 16 elements"));
+	assert_int_equal(tally_state_new_rows(other, 0, 1, &st2), -EINVAL);
+	assert_int_equal(tally_state_new_rows(NULL, 16, 4, &st2), -EINVAL);
+	assert_int_equal(tally_state_new_rows(other, 16, 4, NULL), -EINVAL);
+	/* rows 0: the job's key (17 here, too many again). */
+	assert_int_equal(tally_state_new_rows(other, 16, 0, &st2), -EINVAL);
+	/* A codec without a matrix refuses a shape, accepts none. */
+	assert_int_equal(tally_state_new_rows(ctx, 16, 4, &st2), -EINVAL);
+	assert_null(st2);
+	assert_non_null(strstr(tally_ctx_error(ctx), "powersgd"));
+	assert_int_equal(tally_state_new_rows(ctx, 16, 0, &st2), 0);
+	tally_state_free(st2);
 	tally_state_free(NULL);
 	tally_state_free(st);
 	tally_ctx_close(other);
@@ -447,6 +500,7 @@ main(void)
 		cmocka_unit_test(dgc_momentum),
 		cmocka_unit_test(powersgd),
 		cmocka_unit_test(erange_keeps),
+		cmocka_unit_test(powersgd_state_rows),
 		cmocka_unit_test(state_api),
 		cmocka_unit_test(own_memory_new_length),
 		cmocka_unit_test(mean_bits),

@@ -59,6 +59,9 @@ struct plan {
 	size_t lens[CALLS];	/* elements of each call */
 };
 
+/* The rows of the powersgd states runs make (0: the job's). */
+static uint32_t state_rows;
+
 /* One rank of one side (host or device). */
 struct rank {
 	pthread_t thread;
@@ -175,8 +178,9 @@ rank_main(void *arg)
 			s[i] = fakedev_stream_new(p->mode, mix(k->r + 7 * i));
 	}
 	if (rc == 0 && p->what == TALLY_DEV_STATE)
-		rc = k->dev ? tally_lib_dev_state_new(ctx, &fakedev_ops,
-			p->lens[0], &st) : tally_state_new(ctx, p->lens[0], &st);
+		rc = k->dev ? tally_lib_dev_state_rows(ctx, &fakedev_ops,
+			p->lens[0], state_rows, &st) :
+			tally_state_new_rows(ctx, p->lens[0], state_rows, &st);
 	if (rc != 0)
 		snprintf(k->open_err, sizeof(k->open_err), "%s",
 			tally_ctx_error(ctx));
@@ -387,6 +391,11 @@ memory(void **state)
 			(enum fakedev_mode)((i + 1) % 3), 1280, 1, -1,
 			{ N, N, 10007, 10007 } });
 	}
+	/* A device state of its own shape (tally_state_new_rows_cuda()). */
+	state_rows = 157;
+	check(&(struct plan){ "powersgd", TALLY_DEV_STATE, 0, 0,
+		FAKEDEV_RANDOM, 2560, 1, -1, { N, N, N, N } });
+	state_rows = 0;
 }
 
 /* An infinity at call 1: -ERANGE everywhere, the gradient kept. */
@@ -533,6 +542,8 @@ public_api(void **state)
 	assert_int_equal(tally_allreduce_i32_cuda(ctx, (int32_t *)x, 4, NULL),
 		want);
 	assert_int_equal(tally_state_new_cuda(ctx, 4, &st), want);
+	assert_null(st);
+	assert_int_equal(tally_state_new_rows_cuda(ctx, 4, 2, &st), want);
 	assert_null(st);
 	assert_int_equal(tally_allreduce_state_cuda(ctx, NULL, x, 4, NULL),
 		TALLY_HAVE_CUDA ? -EINVAL : -EOPNOTSUPP);

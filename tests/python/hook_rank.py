@@ -20,6 +20,9 @@ MODE memory: the States kept per bucket index across five iterations,
 through the rebuild (torch 1.13's DDP reduces the first iteration in one
 bucket, then regroups by the order gradients became ready; this model is
 also used in the reverse of its registration order).
+MODE psgd: a powersgd job through the hook's per-matrix split, eight
+SGD steps of the Wide model on a fixed batch: the States by parameter
+(their rows), the gradients' digest of every iteration, the losses.
 MODE rebuild: as memory, with a model whose first buckets (DDP with
 find_unused_parameters makes several, by registration) differ from the
 rebuilt ones in number, sizes and order: every State must have its
@@ -230,8 +233,42 @@ def rebuild(ctx, rank, world):
     return memory(ctx, rank, world, Wide, bucket_cap_mb=0.1)
 
 
+def psgd(ctx, rank, world):
+    torch.manual_seed(0)
+    m = DDP(Wide(), bucket_cap_mb=1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    hs = tally.torch.HookState(ctx)
+    rec = Recorder(m.module)
+    m.register_comm_hook(hs, rec.hook)
+    names = {p.data_ptr(): n for n, p in m.module.named_parameters()}
+    out = {"digests": [], "loss": [], "states": [], "iters": 8}
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(64, 64, generator=g)
+    y = torch.randint(0, 10, (64,), generator=g)
+    xs, ys = x[rank::world], y[rank::world]   # each rank its half
+    for it in range(out["iters"]):
+        rec.calls = []
+        opt.zero_grad(set_to_none=False)
+        loss = nn.functional.cross_entropy(m(xs), ys)
+        loss.backward()
+        opt.step()
+        out["loss"].append(float(loss))
+        if it == 1:
+            out["buckets_first2"] = hs.buckets
+        out["digests"].append(float(sum(p.grad.double().sum()
+                                        for p in m.parameters())))
+        out["states"].append({names[k[0]]: id(v)
+                              for k, v in hs.matrices.items()})
+    out["rows"] = {names[k[0]]: hs.matrices[k].rows for k in hs.matrices}
+    out["want_rows"] = {n: p.shape[0] for n, p in
+                        m.module.named_parameters() if p.dim() >= 2}
+    out["errors"], out["dense_buckets"] = hs.errors, hs.dense_buckets
+    out["compressed"] = hs.compressed
+    return out
+
+
 MODES = {"compare": compare, "memory": memory, "error": error,
-         "rebuild": rebuild}
+         "rebuild": rebuild, "psgd": psgd}
 
 
 def main():

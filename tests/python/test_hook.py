@@ -327,3 +327,190 @@ def test_ddp_memory_follows_rebuild_of_sizes(rebuilt):
         assert o["errors"] == 0
         assert min(o["cos"]) > 0.9, o["cos"]
     assert rebuilt[0]["digest"] == rebuilt[1]["digest"]
+
+
+class MBucket(Bucket):
+    """A bucket as DDP 1.13 hands it to a PowerSGD-style hook: also its
+    per-parameter gradients (views of the buffer, in parameter order)
+    and whether it is the iteration's last."""
+
+    def __init__(self, index, buf, params, last=True):
+        super().__init__(index, buf, params)
+        self._last = last
+
+    def gradients(self):
+        out, off = [], 0
+        for p in self._p:
+            out.append(self._b[off:off + p.numel()].view(p.shape))
+            off += p.numel()
+        return out
+
+    def is_last(self):
+        return self._last
+
+
+# A layer set with every case of the per-matrix split: a matrix worth
+# compressing (64 x 32), a bias, a matrix too thin for rank 4 (3 x 50:
+# dense, torch's rule), a 4-d kernel viewed as 16 x 36.
+SHAPES = [(64, 32), (64,), (3, 50), (16, 4, 3, 3), (16,)]
+
+
+def _grads(r, it):
+    g = torch.Generator().manual_seed(100 * it + r)
+    return [torch.randn(s, generator=g) * (1 + i) for i, s in
+            enumerate(SHAPES)]
+
+
+def test_per_matrix_states_rows_and_dense_rest():
+    """A powersgd job: each matrix worth compressing gets its own State
+    with its rows (shape[0]), reduced in place in the bucket and bit for
+    bit what ctx.allreduce of that matrix alone with State(rows=...)
+    gives; biases and thin matrices are averaged dense (within the
+    fixed-point bound of the exact average); every rank gets the same
+    bits."""
+    params = [torch.zeros(s) for s in SHAPES]
+    n = sum(p.numel() for p in params)
+    with Loop(2, codec="powersgd") as loop, \
+            Loop(2, codec="powersgd", job=8) as ref:
+        ctxs, rctx = loop.open_all(), ref.open_all()
+
+        def rank(r):
+            hs = tally.torch.HookState(ctxs[r], start_iter=0)
+            assert hs.per_matrix and hs.start_iter == 0 and hs.rank == 4
+            sts = {0: tally.State(rctx[r], 64 * 32, rows=64),
+                   3: tally.State(rctx[r], 16 * 36, rows=16)}
+            outs, refs = [], []
+            for it in range(3):
+                gs = _grads(r, it)
+                buf = torch.cat([g.flatten() for g in gs])
+                assert buf.numel() == n
+                tally.torch.allreduce_hook(
+                    hs, MBucket(0, buf, params)).wait()
+                outs.append(buf.clone())
+                # The same matrices alone, each with its own rows.
+                refs.append({i: rctx[r].allreduce(gs[i].flatten().clone(),
+                                                  state=sts[i], mean=True)
+                             for i in sts})
+            rows = {k[1]: (len(s), s.rows) for k, s in hs.matrices.items()}
+            hs.close()
+            assert hs.errors == 0, hs.last_error
+            assert (hs.compressed, hs.dense_calls) == (6, 3)
+            assert rows == {(64, 32): (2048, 64), (16, 4, 3, 3): (576, 16)}
+            assert hs.states == {}  # no per-bucket State
+            return outs, refs
+        res = run_ranks(2, rank)
+        for c in ctxs + rctx:
+            c.close()
+    offs = np.cumsum([0] + [int(np.prod(s)) for s in SHAPES])
+    for it in range(3):
+        assert torch.equal(res[0][0][it], res[1][0][it])
+        got = res[0][0][it]
+        for i in (0, 3):
+            assert torch.equal(got[offs[i]:offs[i + 1]], res[0][1][it][i])
+        ins = [_grads(r, it) for r in range(2)]
+        for i in (1, 2, 4):
+            parts = [ins[r][i].flatten().double() * 0.5 for r in range(2)]
+            exact = parts[0] + parts[1]
+            amax = float(max(p.abs().max() for p in
+                             [ins[r][j].flatten() * 0.5 for r in range(2)
+                              for j in (1, 2, 4)]))
+            err = (got[offs[i]:offs[i + 1]].double() - exact).abs()
+            assert bool((err <= torch.as_tensor(
+                fixp_bound(amax, 2, exact.numpy()))).all()), (it, i)
+
+
+def test_first_start_iter_iterations_dense():
+    """The first start_iter iterations (2 by default, counted by the
+    bucket marked is_last) go dense, whole buckets: the fixed-point
+    average, no State made; then the matrices are compressed."""
+    params = [torch.zeros(s) for s in SHAPES]
+    split = 3   # two buckets an iteration: layers 0-2, then 3-4
+    with Loop(2, codec="powersgd,rank=2") as loop:
+        ctxs = loop.open_all()
+
+        def rank(r):
+            hs = tally.torch.HookState(ctxs[r])
+            assert (hs.start_iter, hs.rank) == (2, 2)
+            seen = []
+            for it in range(3):
+                gs = _grads(r, it)
+                bufs = [torch.cat([g.flatten() for g in gs[:split]]),
+                        torch.cat([g.flatten() for g in gs[split:]])]
+                ins = [b.clone() for b in bufs]
+                futs = [tally.torch.allreduce_hook(hs, MBucket(
+                    i, bufs[i], params[:split] if i == 0 else
+                    params[split:], last=i == 1)) for i in range(2)]
+                for f in futs:
+                    f.wait()
+                seen.append((ins, bufs, hs.iters, hs.dense_buckets,
+                             len(hs.matrices), hs.compressed))
+            hs.close()
+            assert hs.errors == 0, hs.last_error
+            return seen
+        res = run_ranks(2, rank)
+        for c in ctxs:
+            c.close()
+    for it in range(3):
+        s0, s1 = res[0][it], res[1][it]
+        assert s0[2:] == s1[2:]
+        assert s0[2:] == [(1, 2, 0, 0), (2, 4, 0, 0), (3, 4, 2, 2)][it]
+        for b in range(2):
+            assert torch.equal(s0[1][b], s1[1][b])
+            if it < 2:   # dense: the average within the bound
+                a = [s[0][b].double() * 0.5 for s in (s0, s1)]
+                exact = a[0] + a[1]
+                amax = float(max(x.abs().max() for x in a))
+                err = (s0[1][b].double() - exact).abs()
+                assert bool((err <= torch.as_tensor(
+                    fixp_bound(amax, 2, exact.numpy()))).all())
+
+
+def test_bad_shapes_and_options_refused():
+    """A State's rows beyond its elements, or rows on a codec without a
+    matrix, raise tally.Error (EINVAL, libtally's sentence); rows out of
+    range and the hook's options misused raise ValueError; a dense call
+    takes no State."""
+    with Loop(1, codec="powersgd") as loop, loop.open(0) as ctx:
+        with pytest.raises(tally.Error) as e:
+            tally.State(ctx, 16, rows=17)
+        assert e.value.errno == errno.EINVAL
+        assert "rows 17: more than the tensor's 16 elements" in str(e.value)
+        st = tally.State(ctx, torch.zeros(4, 4), rows=4)
+        assert (len(st), st.rows) == (16, 4) and "4 rows" in repr(st)
+        with pytest.raises(ValueError, match="rows"):
+            tally.State(ctx, 16, rows=-1)
+        with pytest.raises(ValueError, match="no state"):
+            ctx.allreduce(torch.zeros(16), state=st, dense=True)
+        with pytest.raises(ValueError, match="start_iter"):
+            tally.torch.HookState(ctx, start_iter=-1)
+    with Loop(1, codec="q8,ef=1") as loop, loop.open(0) as ctx:
+        with pytest.raises(tally.Error) as e:
+            tally.State(ctx, 16, rows=4)
+        assert e.value.errno == errno.EINVAL and "powersgd" in str(e.value)
+        with pytest.raises(ValueError, match="per_matrix is for powersgd"):
+            tally.torch.HookState(ctx, per_matrix=True)
+        hs = tally.torch.HookState(ctx)
+        assert (hs.per_matrix, hs.start_iter) == (False, 0)
+        hs.close()
+
+
+@pytest.fixture(scope="module")
+def psgd():
+    return _ddp("psgd", 2, "powersgd")
+
+
+def test_ddp_per_matrix_powersgd(psgd):
+    """Real DDP (two buckets after the rebuild) on a powersgd job: the
+    first two iterations dense, then each weight matrix with a State of
+    its own rows (kept through the iterations), the biases dense; every
+    rank's gradients the same bits, and the training loss falls."""
+    for o in psgd:
+        assert o["errors"] == 0
+        assert o["dense_buckets"] == o["buckets_first2"]
+        assert o["rows"] == o["want_rows"], (o["rows"], o["want_rows"])
+        assert o["states"][0] == o["states"][1] == {}
+        assert len(o["states"][2]) == len(o["want_rows"])
+        assert all(s == o["states"][2] for s in o["states"][2:])
+        assert o["compressed"] == len(o["want_rows"]) * (o["iters"] - 2)
+        assert o["loss"][-1] < o["loss"][0], o["loss"]
+    assert psgd[0]["digests"] == psgd[1]["digests"]
