@@ -254,3 +254,37 @@ def test_backend_collectives_of_cuda_tensors_via_host():
     for r in range(WORLD):
         for a, b in zip(res["cpu"][r], res["cuda"][r]):
             assert _same_bits(a, b)
+
+
+def test_hook_per_matrix_powersgd_on_cuda_buckets():
+    """Per-matrix PowerSGD (the hook's default on a powersgd job) on CUDA
+    buckets: each matrix's State in GPU memory with its own rows, the
+    biases and thin matrices dense; the host hook's bits, iteration after
+    iteration (the memories carry over)."""
+    from test_hook import MBucket, SHAPES, _grads
+    params = [torch.zeros(s) for s in SHAPES]
+    res = {}
+    for where in ("cpu", "cuda"):
+        with Loop(2, codec="powersgd") as loop:
+            ctxs = loop.open_all()
+
+            def rank(r):
+                hs = tally.torch.HookState(ctxs[r], start_iter=0)
+                outs = []
+                for it in range(3):
+                    buf = torch.cat([g.flatten() for g in
+                                     _grads(r, it)]).to(where)
+                    tally.torch.allreduce_hook(
+                        hs, MBucket(0, buf, params)).wait()
+                    outs.append(buf.cpu())
+                hs.close()
+                assert hs.errors == 0, hs.last_error
+                assert hs.compressed == 6
+                return outs
+
+            res[where] = run_ranks(2, rank)
+            for c in ctxs:
+                c.close()
+    for r in range(2):
+        for it, (a, b) in enumerate(zip(res["cpu"][r], res["cuda"][r])):
+            assert _same_bits(a, b), (r, it)
