@@ -31,10 +31,31 @@
 
 /* A burst's worth of completions times their members, then flushed. */
 #define OUT_MAX 512
+/* Members with DONEs held for a bundle at once (docs/protocol.md,
+ * "Bundles"): more flush the others first. */
+#define PEND_MAX 16
+
+/*
+ * The DONEs of one member held back during a burst, to go as one bundle
+ * at its end (or sooner: before anything else to that member, or when
+ * full). first is the first DONE's header; rest its tag (an
+ * authenticated job) and the other entries, each a header and its tag,
+ * as the wire has them.
+ */
+struct pend {
+	const struct tally_job *job;	/* NULL: a free entry */
+	uint8_t rank;
+	uint8_t n;			/* entries held */
+	uint16_t len;			/* bytes of rest */
+	struct tally_hdr first;
+	uint8_t rest[TALLY_BUNDLE_MAX * (TALLY_HDR_LEN + TALLY_TAG_LEN)];
+};
 
 struct out {
 	unsigned int n;
 	struct rte_mbuf *m[OUT_MAX];
+	unsigned int npend;		/* entries of pend in use */
+	struct pend pend[PEND_MAX];
 };
 
 static void
@@ -264,6 +285,101 @@ answer_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 }
 
 /*
+ * Sends the DONEs held for member p->rank as one datagram (a bundle of
+ * them, or the one alone) and frees p. A bundle counts as one result
+ * frame.
+ */
+static void
+pend_send(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	struct pend *p)
+{
+	struct tally_verdict d = { .kind = TALLY_V_COMPLETE, .part = 1,
+		.job = (struct tally_job *)(uintptr_t)p->job, .hdr = p->first,
+		.payload = p->rest, .payload_len = p->len };
+
+	answer_to(dp, lc, o, &d, NULL, NULL,
+		&tally_dp_jobx(p->job)->ctr[lc->index],
+		UINT64_C(1) << p->rank);
+	p->job = NULL;
+}
+
+/* Sends every member's held DONEs (the end of a burst). */
+static void
+pend_flush(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o)
+{
+	for (unsigned int i = 0; i < o->npend; i++)
+		if (o->pend[i].job != NULL)
+			pend_send(dp, lc, o, &o->pend[i]);
+	o->npend = 0;
+}
+
+/* Sends the DONEs held for the members of job in mask, before others. */
+static void
+pend_flush_to(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_job *job, uint64_t mask)
+{
+	for (unsigned int i = 0; i < o->npend; i++)
+		if (o->pend[i].job == job && (mask >> o->pend[i].rank & 1))
+			pend_send(dp, lc, o, &o->pend[i]);
+}
+
+/*
+ * Holds the DONE of verdict v (d: v with the DONE's header and tag) for
+ * member r, to go in a bundle with r's other DONEs of the burst; a bundle
+ * full (TALLY_BUNDLE_MAX, or a datagram of the MTU) goes now.
+ */
+static void
+pend_add(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_verdict *d, unsigned int r)
+{
+	unsigned int stride = TALLY_HDR_LEN + (d->tagged ? TALLY_TAG_LEN : 0);
+	unsigned int max = (dp->mtu - TALLY_IPV4_UDP_LEN) / stride, i;
+	struct pend *p = NULL;
+
+	for (i = 0; i < o->npend && p == NULL; i++)
+		if (o->pend[i].job == d->job && o->pend[i].rank == r)
+			p = &o->pend[i];
+	if (p == NULL) {
+		if (o->npend == PEND_MAX)
+			pend_flush(dp, lc, o);
+		p = &o->pend[o->npend++];
+		*p = (struct pend){ .job = d->job, .rank = (uint8_t)r,
+			.n = 1, .first = d->hdr };
+		if (d->tagged) {
+			memcpy(p->rest, d->tag, TALLY_TAG_LEN);
+			p->len = TALLY_TAG_LEN;
+		}
+	} else {
+		tally_hdr_encode(&d->hdr, p->rest + p->len);
+		if (d->tagged)
+			memcpy(p->rest + p->len + TALLY_HDR_LEN, d->tag,
+				TALLY_TAG_LEN);
+		p->len = (uint16_t)(p->len + stride);
+		p->n++;
+	}
+	if (p->n >= TALLY_BUNDLE_MAX || p->n >= max)
+		pend_send(dp, lc, o, p);
+}
+
+/*
+ * The DONEs of part verdict v (d: its DONE) to the members of mask: held
+ * for bundles (a UDP job), or sent now, one frame each (RoCEv2).
+ */
+static void
+send_dones(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_verdict *d, const struct tally_net_rx *rx,
+	const struct tally_roce_rx *rr, struct tally_job_ctr *c, uint64_t mask)
+{
+	if (d->job->conf.roce) {
+		answer_to(dp, lc, o, d, rx, rr, c, mask);
+		return;
+	}
+	for (unsigned int r = 0; r < d->job->conf.world; r++)
+		if (mask >> r & 1)
+			pend_add(dp, lc, o, d, r);
+}
+
+/*
  * Sends what verdict v asks for (answer_to()): a COMPLETE to every
  * member; one of a SCATTER or GATHER round (v->part) as two bodies, the
  * data to the members of v->data_mask and a DONE to the others, each
@@ -279,11 +395,16 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	struct tally_verdict d;
 
 	if (likely(!v->part)) {
+		/* Held DONEs first: a member's frames keep their order. */
+		if (unlikely(o->npend != 0))
+			pend_flush(dp, lc, o);
 		answer_to(dp, lc, o, v, rx, rr, c, all);
 		return;
 	}
-	if (v->data_mask != 0)
+	if (v->data_mask != 0) {
+		pend_flush_to(dp, lc, o, v->job, v->data_mask);
 		answer_to(dp, lc, o, v, rx, rr, c, v->data_mask);
+	}
 	if ((v->data_mask | ~(all << (v->job->conf.world - 1) << 1)) == all)
 		return;
 	d = *v;
@@ -291,7 +412,7 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	d.payload = NULL;
 	d.payload_len = 0;
 	memcpy(d.tag, v->done_tag, sizeof(d.tag));
-	answer_to(dp, lc, o, &d, rx, rr, c, ~v->data_mask);
+	send_dones(dp, lc, o, &d, rx, rr, c, ~v->data_mask);
 }
 
 /*
@@ -664,6 +785,8 @@ tally_dp_lcore_poll(struct tally_dp_lcore *lc)
 		n += k;
 	}
 	dispatch(dp, lc, disp, ndisp);
+	if (o->npend > 0)
+		pend_flush(dp, lc, o);
 	if (o->n > 0)
 		flush(dp, lc, o);
 	return n;

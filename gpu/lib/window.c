@@ -27,12 +27,15 @@
  * when the dataplane NACKs an outstanding chunk.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ctx.h"
 
 #define DRAIN_BURSTS	64	/* most bursts read before a retransmission */
+#define TALLY_COLL_RUN	8	/* a shard's chunks in a row, in a round
+				 * with owners (chunk_place()) */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "payloads are sent from and received into the caller's buffers \
@@ -46,6 +49,7 @@ struct run {
 	uint32_t nchunks;
 	uint32_t per_shard;		/* a round with owners: chunks of a
 					 * shard; 0 for others */
+	uint32_t nshards;		/* and its shards */
 	uint32_t done;			/* chunks whose result arrived */
 	uint8_t res_type;		/* the result we wait for */
 	uint8_t res_enc;
@@ -54,6 +58,15 @@ struct run {
 	int err;			/* first error, with ctx->err set */
 	unsigned int ntx;
 	struct tally_tx_pkt tx[TALLY_TP_BURST];
+	/*
+	 * A GATHER round's requests (headers alone) go in bundles
+	 * (docs/protocol.md, "Bundles"): tx[i] of a request points at
+	 * bundle[i], which others join, up to bundle_max entries of stride
+	 * bytes (a header and its tag). NULL: no bundles.
+	 */
+	uint8_t (*bundle)[TALLY_BUNDLE_MAX * (TALLY_HDR_LEN + TALLY_TAG_LEN)];
+	unsigned int bundle_max;
+	size_t stride;
 };
 
 uint64_t
@@ -66,28 +79,54 @@ tally_lib_now_ns(void)
 }
 
 /*
+ * Where chunk c of a round with owners lies: shard *p, chunk *i of that
+ * shard. The shards' chunks are interleaved in runs of TALLY_COLL_RUN
+ * (docs/protocol.md, "Collectives"): run j of shard 0, run j of shard
+ * 1, ..., then run j + 1 of each (the last runs shorter when a shard's
+ * chunks do not divide by the run), so that at any time every member
+ * owns about as many of the chunks in flight as any other: each one's
+ * link carries its share the whole call through, not all of it for a
+ * quarter of the call and nothing the rest.
+ */
+static void
+chunk_place(const struct run *run, uint32_t c, uint32_t *p, uint32_t *i)
+{
+	uint32_t per = run->per_shard;
+	uint32_t j = c / (run->nshards * TALLY_COLL_RUN);
+	uint32_t rest = c - j * run->nshards * TALLY_COLL_RUN;
+	uint32_t len = per - j * TALLY_COLL_RUN < TALLY_COLL_RUN ?
+		per - j * TALLY_COLL_RUN : TALLY_COLL_RUN;
+
+	*p = rest / len;
+	*i = j * TALLY_COLL_RUN + rest % len;
+}
+
+/*
  * Chunk c's element offset: c elems-element chunks in, or, in a round
- * with owners, chunk c % per_shard of shard c / per_shard (shards are
- * cut on their own: docs/protocol.md, "Collectives").
+ * with owners, its place in its shard (shards are cut on their own).
  */
 static uint32_t
 chunk_offset(const struct run *run, uint32_t c)
 {
-	uint32_t e = (uint32_t)run->ctx->elems;
+	uint32_t e = (uint32_t)run->ctx->elems, p, i;
 
-	if (__builtin_expect(run->per_shard != 0, 0))
-		return (uint32_t)(c / run->per_shard * run->r->shard) +
-			c % run->per_shard * e;
-	return c * e;
+	if (__builtin_expect(run->per_shard == 0, 1))
+		return c * e;
+	chunk_place(run, c, &p, &i);
+	return (uint32_t)(p * run->r->shard) + i * e;
 }
 
 static uint16_t
 chunk_count(const struct run *run, uint32_t c)
 {
-	size_t end = run->per_shard != 0 ?
-		(c / run->per_shard + 1) * run->r->shard : run->r->n;
-	size_t left = end - (size_t)chunk_offset(run, c);
+	uint32_t p, i;
+	size_t end = run->r->n, left;
 
+	if (run->per_shard != 0) {
+		chunk_place(run, c, &p, &i);
+		end = (size_t)(p + 1) * run->r->shard;
+	}
+	left = end - (size_t)chunk_offset(run, c);
 	return (uint16_t)(left < run->ctx->elems ? left : run->ctx->elems);
 }
 
@@ -95,8 +134,10 @@ chunk_count(const struct run *run, uint32_t c)
 static uint8_t
 chunk_owner(const struct run *run, uint32_t c)
 {
-	return (uint8_t)((run->r->root + c / run->per_shard) %
-		run->ctx->world);
+	uint32_t p, i;
+
+	chunk_place(run, c, &p, &i);
+	return (uint8_t)((run->r->root + p) % run->ctx->world);
 }
 
 /*
@@ -142,16 +183,75 @@ flush(struct run *run)
 			ctx->tp->name, tally_transport_strerror(ctx->tp, rc));
 }
 
+/*
+ * Adds the request outstanding on slot s (its header and tag) to the
+ * bundle that is the latest packet of this burst to the slot's stream,
+ * when there is one with room. Only the latest: a stream's packets must
+ * reach the dataplane in the order of their sequence numbers (flag SEQ,
+ * "Gaps"), and a bundle's entries are taken in their order. Returns 1
+ * when it did.
+ */
+static int
+join_bundle(struct run *run, uint16_t s)
+{
+	struct tally_ctx *ctx = run->ctx;
+	unsigned int st = tally_lib_stream(ctx, s);
+
+	for (unsigned int i = run->ntx; i-- > 0;) {
+		struct tally_tx_pkt *p = &run->tx[i];
+		size_t len = p->iov[0].iov_len;
+
+		if (tally_lib_stream(ctx, p->slot) != st)
+			continue;
+		if (p->iov[1].iov_len != 0 ||
+				len >= run->bundle_max * run->stride)
+			return 0;
+		memcpy(run->bundle[i] + len, ctx->slots[s].hdr,
+			TALLY_HDR_LEN);
+		memcpy(run->bundle[i] + len + TALLY_HDR_LEN, ctx->slots[s].tag,
+			run->stride - TALLY_HDR_LEN);
+		p->iov[0].iov_len = len + run->stride;
+		/* The first of the bundle counts when it gets company. */
+		ctx->st.bundled += len == run->stride ? 2 : 1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Starts a bundle at tx[i] with the request outstanding on slot s: its
+ * header and tag copied into bundle[i], which others may join.
+ */
+static void
+open_bundle(struct run *run, unsigned int i, uint16_t s)
+{
+	struct tally_tx_pkt *p = &run->tx[i];
+
+	memcpy(run->bundle[i], run->ctx->slots[s].hdr, TALLY_HDR_LEN);
+	memcpy(run->bundle[i] + TALLY_HDR_LEN, run->ctx->slots[s].tag,
+		run->stride - TALLY_HDR_LEN);
+	p->iov[0].iov_base = run->bundle[i];
+	p->iov[0].iov_len = run->stride;
+	p->iov[2].iov_len = 0;
+}
+
 /* Queues the chunk outstanding on slot s (its header as it stands). */
 static void
 queue(struct run *run, uint16_t s)
 {
 	struct tally_ctx *ctx = run->ctx;
 	struct tally_slot *slot = &ctx->slots[s];
-	struct tally_tx_pkt *p = &run->tx[run->ntx++];
+	struct tally_tx_pkt *p;
 	size_t len = sends_data(run, slot->chunk) ?
 		tally_enc_payload_len(run->r->enc,
 			chunk_count(run, slot->chunk)) : 0;
+
+	if (len == 0 && run->bundle != NULL && join_bundle(run, s)) {
+		ctx->st.packets_sent++;
+		ctx->st.bytes_sent += run->stride;
+		return;
+	}
+	p = &run->tx[run->ntx++];
 
 	p->slot = s;
 	p->iov[0].iov_base = slot->hdr;
@@ -168,6 +268,8 @@ queue(struct run *run, uint16_t s)
 	p->iov[1].iov_len = len;
 	p->iov[2].iov_base = slot->tag;
 	p->iov[2].iov_len = ctx->mac != NULL ? TALLY_TAG_LEN : 0;
+	if (len == 0 && run->bundle != NULL)
+		open_bundle(run, run->ntx - 1, s);
 	ctx->st.packets_sent++;
 	ctx->st.bytes_sent += TALLY_HDR_LEN + len + p->iov[2].iov_len;
 	if (run->ntx == TALLY_TP_BURST)
@@ -513,6 +615,26 @@ take(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 }
 
 /*
+ * Handles one received datagram: a packet, or a bundle of DONEs
+ * (docs/protocol.md, "Bundles"), each of them taken as if it had come
+ * alone.
+ */
+static void
+take_dgram(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
+{
+	unsigned int k = tally_done_bundle_count(buf, len);
+	uint32_t stride;
+
+	if (__builtin_expect(k == 1, 1)) {
+		take(run, buf, len, now);
+		return;
+	}
+	stride = (uint32_t)tally_bundle_stride(buf);
+	for (unsigned int i = 0; i < k && run->err == 0; i++)
+		take(run, buf + (size_t)i * stride, stride, now);
+}
+
+/*
  * Waits until until at most (not at all when it is now or past) for one
  * burst of packets and takes them. Returns how many came.
  */
@@ -543,7 +665,7 @@ receive(struct run *run, uint64_t now, uint64_t until)
 		tally_retx_woke(&ctx->retx, until, now);
 	for (i = 0; i < rc && run->err == 0; i++)
 		if (rx[i].len > 0)
-			take(run, rx[i].buf, rx[i].len, now);
+			take_dgram(run, rx[i].buf, rx[i].len, now);
 	return rc;
 }
 
@@ -558,10 +680,73 @@ drain(struct run *run)
 	flush(run);
 }
 
+/*
+ * A GATHER round's bundles of requests (docs/protocol.md, "Bundles"),
+ * when its members send any (a world above 1): as many headers as the
+ * round's largest packet holds, so that a bundle crosses any path its
+ * data does, at most TALLY_BUNDLE_MAX. Returns 0, or -ENOMEM with the
+ * context's error set; run->bundle (owned) stays NULL without bundles.
+ */
+static int
+bundles(struct run *run)
+{
+	struct tally_ctx *ctx = run->ctx;
+	size_t big = tally_pkt_len(run->r->enc, ctx->elems, ctx->mac != NULL);
+
+	if (run->r->type != TALLY_PT_GATHER || ctx->world < 2)
+		return 0;
+	run->stride = TALLY_HDR_LEN + (ctx->mac != NULL ? TALLY_TAG_LEN : 0);
+	run->bundle_max = (unsigned int)(big / run->stride);
+	if (run->bundle_max > TALLY_BUNDLE_MAX)
+		run->bundle_max = TALLY_BUNDLE_MAX;
+	if (run->bundle_max < 2)
+		return 0;
+	run->bundle = malloc(TALLY_TP_BURST * sizeof(*run->bundle));
+	if (run->bundle == NULL)
+		return tally_ctx_fail(ctx, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Sends r's chunks through the slots until every one is answered. */
+static int
+run_chunks(struct run *run)
+{
+	struct tally_ctx *ctx = run->ctx;
+	uint64_t timeout_ns = (uint64_t)ctx->timeout_ms * 1000000u;
+	uint64_t now = tally_lib_retx_begin(ctx, ctx->window);
+	uint32_t c;
+
+	run->progress_ns = now;
+	for (c = 0; c < run->nchunks && c < ctx->window && run->err == 0; c++)
+		start_chunk(run, (uint16_t)c, c, now);
+	flush(run);
+	while (run->done < run->nchunks && run->err == 0) {
+		uint64_t until = run->progress_ns + timeout_ns;
+		uint64_t next = tally_retx_next(&ctx->retx);
+
+		now = tally_lib_now_ns();
+		if (now >= until)
+			return tally_ctx_fail(ctx, -ETIMEDOUT, "no result from "
+				"the dataplane for %u ms (%u of %u chunks "
+				"done): a member is missing, or its packets "
+				"are dropped (token, source address?)",
+				ctx->timeout_ms, run->done, run->nchunks);
+		if (now >= next) {
+			/* Read first: what arrived is not overdue. */
+			drain(run);
+			if (run->done < run->nchunks && run->err == 0)
+				retransmit(run, tally_lib_now_ns());
+			continue;
+		}
+		receive(run, now, next < until ? next : until);
+		flush(run);
+	}
+	return run->err;
+}
+
 int
 tally_window_run(struct tally_ctx *ctx, const struct tally_round *r)
 {
-	uint64_t timeout_ns = (uint64_t)ctx->timeout_ms * 1000000u;
 	struct run run = {
 		.ctx = ctx,
 		.r = r,
@@ -572,40 +757,17 @@ tally_window_run(struct tally_ctx *ctx, const struct tally_round *r)
 			r->type == TALLY_PT_GATHER ? r->enc :
 			tally_enc_result(r->enc, ctx->narrow)),
 	};
-	uint64_t now;
-	uint32_t c;
+	int rc;
 
 	if (r->shard != 0) {	/* a round with owners: shard by shard */
 		run.per_shard = (uint32_t)((r->shard + ctx->elems - 1) /
 			ctx->elems);
-		run.nchunks = (uint32_t)(r->n / r->shard) * run.per_shard;
+		run.nshards = (uint32_t)(r->n / r->shard);
+		run.nchunks = run.nshards * run.per_shard;
 	}
-	now = tally_lib_retx_begin(ctx, ctx->window);
-
-	run.progress_ns = now;
-	for (c = 0; c < run.nchunks && c < ctx->window && run.err == 0; c++)
-		start_chunk(&run, (uint16_t)c, c, now);
-	flush(&run);
-	while (run.done < run.nchunks && run.err == 0) {
-		uint64_t until = run.progress_ns + timeout_ns;
-		uint64_t next = tally_retx_next(&ctx->retx);
-
-		now = tally_lib_now_ns();
-		if (now >= until)
-			return tally_ctx_fail(ctx, -ETIMEDOUT, "no result from "
-				"the dataplane for %u ms (%u of %u chunks "
-				"done): a member is missing, or its packets "
-				"are dropped (token, source address?)",
-				ctx->timeout_ms, run.done, run.nchunks);
-		if (now >= next) {
-			/* Read first: what arrived is not overdue. */
-			drain(&run);
-			if (run.done < run.nchunks && run.err == 0)
-				retransmit(&run, tally_lib_now_ns());
-			continue;
-		}
-		receive(&run, now, next < until ? next : until);
-		flush(&run);
-	}
-	return run.err;
+	rc = bundles(&run);
+	if (rc == 0)
+		rc = run_chunks(&run);
+	free(run.bundle);
+	return rc;
 }

@@ -385,8 +385,9 @@ tally_bundle_stride(const void *p)
  * (docs/protocol.md, "Bundles"): k when it is a bundle, k >= 2 entries
  * of tally_bundle_stride() bytes back to back (a header, and its tag
  * when the first header has the flag AUTH; len = k x stride, k <=
- * TALLY_BUNDLE_MAX) the first of which is a SPARSE SUM with count 0;
- * otherwise 1. Reads only the first header's type, flags and count:
+ * TALLY_BUNDLE_MAX) the first of which is a SPARSE SUM with count 0
+ * or a GATHER request (its rank not its owner); otherwise 1. Reads only
+ * the first header's type, flags, count, rank and owner:
  * each of the k is then a packet of its own, checked as any other.
  */
 static inline unsigned int
@@ -401,8 +402,33 @@ tally_bundle_count(const void *buf, size_t len)
 	if (len <= stride || len % stride != 0 ||
 			len > (size_t)TALLY_BUNDLE_MAX * stride)
 		return 1;
-	if (p[3] != TALLY_PT_SUM || !(p[4] & TALLY_F_SPARSE) ||
-			tally_ld_be16(p + 24) != 0)
+	/* A sparse SUM with count 0, or a GATHER from a member that does
+	 * not own it (a request: such a packet never carries data). */
+	if (!(p[3] == TALLY_PT_SUM && (p[4] & TALLY_F_SPARSE) &&
+			tally_ld_be16(p + 24) == 0) &&
+			!(p[3] == TALLY_PT_GATHER && p[16] != p[17]))
+		return 1;
+	return (unsigned int)(len / stride);
+}
+
+/*
+ * How many DONEs the datagram of len bytes at buf (from an aggregator)
+ * carries (docs/protocol.md, "Bundles"): k when it is a bundle of them,
+ * k >= 2 entries of tally_bundle_stride() bytes back to back, the first
+ * a DONE; otherwise 1. Reads only the first header's type and flags:
+ * each of the k is then a packet of its own, checked as any other.
+ */
+static inline unsigned int
+tally_done_bundle_count(const void *buf, size_t len)
+{
+	const uint8_t *p = (const uint8_t *)buf;
+	size_t stride;
+
+	if (len <= TALLY_HDR_LEN || p[3] != TALLY_PT_DONE)
+		return 1;
+	stride = tally_bundle_stride(p);
+	if (len <= stride || len % stride != 0 ||
+			len > (size_t)TALLY_BUNDLE_MAX * stride)
 		return 1;
 	return (unsigned int)(len / stride);
 }

@@ -185,6 +185,7 @@ take_sent(struct sent *out, unsigned int max)
 		struct rte_mbuf *m = p;
 		struct sent *s = &out[n];
 		const uint8_t *f;
+		uint32_t hl;
 
 		assert_true(n < max);
 		s->len = m->pkt_len;
@@ -207,8 +208,12 @@ take_sent(struct sent *out, unsigned int max)
 		assert_int_equal(get16(f + F_L4 + 4), s->len - F_L4);
 		assert_int_not_equal(get16(f + F_L4 + 6), 0);
 		assert_true(test_udp_cksum_ok(f));
-		assert_int_equal(tally_hdr_decode(f + F_PAY, s->len - F_PAY,
-			&s->h), TALLY_ST_OK);
+		/* A bundle of DONEs: its first header. */
+		hl = s->len - F_PAY;
+		if (tally_done_bundle_count(f + F_PAY, hl) > 1)
+			hl = (uint32_t)tally_bundle_stride(f + F_PAY);
+		assert_int_equal(tally_hdr_decode(f + F_PAY, hl, &s->h),
+			TALLY_ST_OK);
 		n++;
 	}
 	return n;
@@ -923,6 +928,69 @@ teardown(void **state)
 	return 0;
 }
 
+/*
+ * The DONEs of a burst go to each member as one datagram, a bundle
+ * (docs/protocol.md, "Bundles"), in the order the rounds completed, and
+ * before anything else that member is sent: slots 0-2 of owner 1 and
+ * slot 3 of owner 0 in one poll. Rank 0 gets a bundle of 3 DONEs, then
+ * its data; rank 1 its 3 sums, then a DONE alone; rank 2 one bundle of
+ * 4 DONEs.
+ */
+static void
+dones_bundled(void **state)
+{
+	struct rte_ether_addr macs[WORLD];
+	struct sent s[16];
+	unsigned int n, got[WORLD] = { 0 };
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++)
+		macs[r] = mmac(r, 1);
+	assert_int_equal(job_add(17, 0, 0, 256), 0);
+	contrib_type = TALLY_PT_SCATTER;
+	for (unsigned int slot = 0; slot < 4; slot++) {
+		contrib_owner = slot < 3 ? 1 : 0;
+		for (unsigned int r = 0; r < WORLD; r++)
+			send_contrib(17, r, slot, 0, 10, maddr(r, 0), macs[r]);
+	}
+	poll_all();
+	contrib_type = TALLY_PT_SUM;
+	n = take_sent(s, 16);
+	assert_int_equal(n, 2 + 4 + 1);
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned int r = rte_be_to_cpu_16(s[i].dport) - MEMBER_PORT;
+		unsigned int k = got[r]++;
+		const uint8_t *b = s[i].f + F_PAY;
+		uint32_t blen = s[i].len - F_PAY;
+		unsigned int want_k = r == 0 && k == 0 ? 3 : r == 2 ? 4 : 1;
+		int done = !(r == 0 && k == 1) && !(r == 1 && k < 3);
+
+		assert_true(r < WORLD);
+		assert_int_equal(s[i].h.type, done ? TALLY_PT_DONE :
+			TALLY_PT_PART_RESULT);
+		if (!done) {
+			assert_int_equal(s[i].h.slot, r == 0 ? 3 : k);
+			continue;
+		}
+		assert_int_equal(tally_done_bundle_count(b, blen), want_k);
+		assert_int_equal(blen, want_k * TALLY_HDR_LEN);
+		for (unsigned int e = 0; e < want_k; e++) {
+			struct tally_hdr h;
+
+			assert_int_equal(tally_hdr_decode(b + e * TALLY_HDR_LEN,
+				TALLY_HDR_LEN, &h), TALLY_ST_OK);
+			assert_int_equal(h.type, TALLY_PT_DONE);
+			assert_int_equal(h.slot, r == 1 ? 3 : e);
+			assert_int_equal(h.status, h.slot < 3 ? 1 : 0);
+		}
+	}
+	assert_int_equal(got[0], 2);
+	assert_int_equal(got[1], 4);
+	assert_int_equal(got[2], 1);
+	assert_int_equal(tally_dp_job_del(&dp, 17, NULL), 0);
+	assert_pools_full();
+}
+
 int
 main(int argc, char **argv)
 {
@@ -930,6 +998,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(members_get_results),
 		cmocka_unit_test(mac_change),
 		cmocka_unit_test(parts_routed),
+		cmocka_unit_test(dones_bundled),
 		cmocka_unit_test(job_readded),
 		cmocka_unit_test(group_result),
 		cmocka_unit_test(several_lengths),

@@ -118,8 +118,42 @@ replay_old(struct loopagg *a, int fd, const struct sockaddr_in *to,
 }
 
 /*
+ * Adds the DONE hdr (+ tag, unless NULL) to the datagram last queued to
+ * to, when that is a DONE or a bundle of them with room, as tally-dp
+ * bundles a member's DONEs (docs/protocol.md, "Bundles"). Returns that
+ * datagram, or NULL.
+ */
+static struct out_pkt *
+join_done(struct loopagg *a, const struct sockaddr_in *to,
+	const struct tally_hdr *hdr, const uint8_t *tag)
+{
+	uint32_t stride = TALLY_HDR_LEN + (tag != NULL ? TALLY_TAG_LEN : 0);
+
+	for (unsigned int i = a->nout; i-- > 0;) {
+		struct out_pkt *o = &a->out[i];
+
+		if (o->to.sin_addr.s_addr != to->sin_addr.s_addr ||
+				o->to.sin_port != to->sin_port)
+			continue;
+		if (o->buf[3] != TALLY_PT_DONE ||
+				tally_bundle_stride(o->buf) != stride ||
+				o->len % stride != 0 ||
+				o->len + stride > TALLY_BUNDLE_MAX * stride)
+			return NULL;
+		tally_hdr_encode(hdr, o->buf + o->len);
+		if (tag != NULL)
+			memcpy(o->buf + o->len + TALLY_HDR_LEN, tag,
+				TALLY_TAG_LEN);
+		o->len += stride;
+		a->st.done_bundled++;
+		return o;
+	}
+	return NULL;
+}
+
+/*
  * Queues hdr + payload (+ tag, unless NULL) to to, with the loss,
- * duplication and replay draws.
+ * duplication and replay draws; a DONE joins a bundle when it can.
  */
 static void
 emit(struct loopagg *a, int fd, const struct sockaddr_in *to,
@@ -139,8 +173,14 @@ emit(struct loopagg *a, int fd, const struct sockaddr_in *to,
 		copies = 2;
 	}
 	for (i = 0; i < copies; i++) {
-		struct out_pkt *o = &a->out[a->nout++];
+		struct out_pkt *o;
 
+		if (hdr->type == TALLY_PT_DONE &&
+				(o = join_done(a, to, hdr, tag)) != NULL) {
+			last = o;
+			continue;
+		}
+		o = &a->out[a->nout++];
 		o->to = *to;
 		tally_hdr_encode(hdr, o->buf);
 		if (plen > 0)

@@ -4,7 +4,8 @@
  * behind kernel UDP sockets, one per port of a small consecutive range,
  * served by one thread. It answers as tally-dp does: a completed round's
  * result to every member, at the address each rank's packets come from; a
- * stored result or a NACK to the sender; silence for what fails before
+ * stored result or a NACK to the sender (a member's DONEs of a burst
+ * bundled, as tally-dp sends them); silence for what fails before
  * the sender is proven a member. It can lose packets in either direction
  * and duplicate its own, and send results of earlier rounds again (as a
  * network that holds packets back, or an attacker replaying them, would),
@@ -54,6 +55,8 @@ struct loopagg_stats {
 	uint64_t rx;			/* datagrams received */
 	uint64_t bundles;		/* of them, bundles of contributions */
 	uint64_t tx;			/* datagrams sent */
+	uint64_t done_bundled;		/* DONEs that joined another's
+					 * datagram (a bundle of DONEs) */
 	uint64_t lost_up;		/* received, dropped by loss_up */
 	uint64_t lost_down;		/* to send, dropped by loss_down */
 	uint64_t duplicated;		/* sent twice */

@@ -417,6 +417,87 @@ bundles(void **state)
 		TALLY_TAG_LEN), 1);
 }
 
+/*
+ * A bundle of GATHER requests (docs/protocol.md, "Bundles"): the first
+ * header a GATHER from a member that does not own its round; the same
+ * bytes from the owner are its data, one packet.
+ */
+static void
+bundles_of_requests(void **state)
+{
+	static uint8_t b[4 * (TALLY_HDR_LEN + TALLY_TAG_LEN)];
+	struct tally_hdr h = sample();
+	struct tally_hdr d;
+
+	(void)state;
+	h.type = TALLY_PT_GATHER;
+	h.flags = 0;
+	h.rank = 1;
+	h.status = 0;
+	h.count = 20;
+	for (unsigned int k = 0; k < 3; k++) {
+		h.slot = (uint16_t)k;
+		tally_hdr_encode(&h, b + k * TALLY_HDR_LEN);
+	}
+	assert_int_equal(tally_bundle_count(b, 3 * TALLY_HDR_LEN), 3);
+	assert_int_equal(tally_bundle_count(b, TALLY_HDR_LEN), 1);
+	assert_int_equal(tally_hdr_decode(b + TALLY_HDR_LEN, TALLY_HDR_LEN,
+		&d), TALLY_ST_OK);
+	assert_int_equal(d.slot, 1);
+	/* From its owner: 2 x 40 bytes are a header and 10 i32 of data. */
+	h.rank = 0;
+	h.count = 10;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 1);
+	assert_int_equal(tally_hdr_decode(b, 2 * TALLY_HDR_LEN, &d),
+		TALLY_ST_OK);
+	/* Another request type than GATHER: one packet. */
+	h.rank = 1;
+	h.type = TALLY_PT_SCATTER;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_bundle_count(b, 2 * TALLY_HDR_LEN), 1);
+	/* Authenticated: a header and its tag an entry. */
+	h.type = TALLY_PT_GATHER;
+	h.flags = TALLY_F_AUTH;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_bundle_count(b, 4 * (TALLY_HDR_LEN +
+		TALLY_TAG_LEN)), 4);
+}
+
+/*
+ * A bundle of DONEs from the aggregator: k DONE headers back to back
+ * (each with its tag when the first has the flag AUTH); anything else,
+ * a DONE alone or a result with data, is one packet.
+ */
+static void
+bundles_of_dones(void **state)
+{
+	static uint8_t b[3 * (TALLY_HDR_LEN + TALLY_TAG_LEN)];
+	struct tally_hdr h = sample();
+
+	(void)state;
+	h.type = TALLY_PT_DONE;
+	h.flags = 0;
+	h.rank = TALLY_RANK_ALL;
+	for (unsigned int k = 0; k < 3; k++)
+		tally_hdr_encode(&h, b + k * TALLY_HDR_LEN);
+	assert_int_equal(tally_done_bundle_count(b, 3 * TALLY_HDR_LEN), 3);
+	assert_int_equal(tally_done_bundle_count(b, TALLY_HDR_LEN), 1);
+	assert_int_equal(tally_done_bundle_count(b, 3 * TALLY_HDR_LEN - 4), 1);
+	assert_int_equal(tally_done_bundle_count(b, (TALLY_BUNDLE_MAX + 1) *
+		TALLY_HDR_LEN), 1);
+	h.type = TALLY_PT_PART_RESULT;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_done_bundle_count(b, 3 * TALLY_HDR_LEN), 1);
+	h.type = TALLY_PT_DONE;
+	h.flags = TALLY_F_AUTH;
+	tally_hdr_encode(&h, b);
+	assert_int_equal(tally_done_bundle_count(b, 3 * (TALLY_HDR_LEN +
+		TALLY_TAG_LEN)), 3);
+	assert_int_equal(tally_done_bundle_count(b, TALLY_HDR_LEN +
+		TALLY_TAG_LEN), 1);
+}
+
 int
 main(void)
 {
@@ -433,6 +514,8 @@ main(void)
 		cmocka_unit_test(result_encodings),
 		cmocka_unit_test(names),
 		cmocka_unit_test(random_bytes),
+		cmocka_unit_test(bundles_of_requests),
+		cmocka_unit_test(bundles_of_dones),
 		cmocka_unit_test(bundles),
 	};
 
