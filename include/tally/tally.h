@@ -541,8 +541,8 @@ struct tally_ctx_stats {
 	uint64_t bytes_received; /* UDP payload bytes received */
 	uint64_t bundled;	/* of packets_sent, those that shared a
 				 * datagram with others (block-sparse
-				 * headers alone, docs/protocol.md
-				 * "Bundles") */
+				 * headers alone, all-gather requests:
+				 * docs/protocol.md "Bundles") */
 	uint64_t stale;		/* results ignored for being of a round
 				 * older than the last their slot took
 				 * (delayed or replayed copies) */
