@@ -45,7 +45,8 @@ struct tally_rdv_shard {
 struct tally_rdv_msg {
 	enum tally_rdv_op op;
 
-	/* JOIN */
+	/* JOIN (and READY's epoch: a JOIN's optional "epoch" makes it a
+	 * rejoin of the membership of that epoch; 0: a join) */
 	char job[TALLY_RDV_NAME_MAX + 1];
 	char token[TALLY_RDV_TOKEN_HEX + 1];
 	unsigned int rank;
@@ -90,6 +91,8 @@ struct tally_rdv_msg {
 	/* ERROR */
 	int err;		/* a positive errno */
 	char error[TALLY_RDV_ERROR_MAX + 1];
+	char fallback[8];	/* optional "fallback": "ring" with ENOSPC
+				 * (no live dataplane); "": none */
 };
 
 /*

@@ -41,6 +41,8 @@ struct tallyd_rdv_conn {
 	struct tallyd_job *job;		/* once joined */
 	unsigned int rank;
 	struct tallyd_member member;	/* once WAIT */
+	uint32_t rejoin;		/* the epoch a rejoin names (epoch.h);
+					 * 0: a join */
 	uint8_t in[4 + TALLY_RDV_MAX_MSG];
 	size_t inlen;
 	struct tallyd_rdv_conn *prev, *next;	/* every connection */
