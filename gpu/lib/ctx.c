@@ -401,6 +401,8 @@ tally_ctx_close(struct tally_ctx *ctx)
 		return;
 	tally_lib_dev_free(ctx->dev);
 	tally_transport_destroy(ctx->tp);
+	tally_lib_rejoin_free(ctx);
+	free(ctx->keep);
 	tally_state_free(ctx->state);
 	free(ctx->fixp);
 	free(ctx->stage);
@@ -434,7 +436,7 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		st->probes = ctx->retx.st.probes;
 		st->timeouts = ctx->retx.st.timeouts;
 		st->gap_resends = ctx->retx.st.gap;
-		st->tp_errors = ctx->tp->errors;
+		st->tp_errors = ctx->tp != NULL ? ctx->tp->errors : 0;
 	}
 }
 
@@ -448,7 +450,7 @@ tally_ctx_info(const struct tally_ctx *ctx, struct tally_ctx_info *info)
 		.window = ctx->window, .elems = ctx->elems,
 		.narrow = ctx->narrow, .codec = ctx->codec,
 		.cuda_path = (uint8_t)tally_lib_cuda_path(ctx),
-		.transport = ctx->tp->name,
+		.transport = ctx->tp != NULL ? ctx->tp->name : "none",
 		.lanes_bf16 = (uint8_t)tally_ctx_lanes(ctx, TALLY_DT_BF16),
 		.lanes_f16 = (uint8_t)tally_ctx_lanes(ctx, TALLY_DT_F16),
 	};
