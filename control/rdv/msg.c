@@ -102,6 +102,14 @@ get_uint(json_t *o, const char *k, unsigned long lo, unsigned long hi,
 	return 0;
 }
 
+/* The epochs' optional keys: a rejoin's "epoch", ERROR's "fallback". */
+static int
+epoch_key(enum tally_rdv_op op, const char *k)
+{
+	return (op == TALLY_RDV_JOIN && strcmp(k, "epoch") == 0) ||
+		(op == TALLY_RDV_ERROR && strcmp(k, "fallback") == 0);
+}
+
 /* Dotted-quad key k of o into *ip (host order); unicast unless mcast. */
 static int
 get_ip(json_t *o, const char *k, int mcast, uint32_t *ip, char *why,
@@ -165,10 +173,9 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 				 strcmp(k, "shards") == 0 ||
 				 strcmp(k, "auth") == 0)) ||
 				(op == TALLY_RDV_MEMBER && strcmp(k, "qpn") == 0) ||
-				(op == TALLY_RDV_JOIN && strcmp(k, "epoch") == 0) ||
-				(op == TALLY_RDV_ERROR &&
-				 strcmp(k, "fallback") == 0) ||
 				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0))
+			continue;
+		if (epoch_key(op, k))
 			continue;
 		for (i = 0; i < 8 && ops[op].keys[i] != NULL; i++)
 			if (strcmp(k, ops[op].keys[i]) == 0)

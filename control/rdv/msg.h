@@ -88,11 +88,13 @@ struct tally_rdv_msg {
 				 * "auth": true); READY: keys follow */
 	struct tally_auth_keys keys; /* this member's */
 
+	/* ERROR's optional "fallback": "ring" with ENOSPC (no live
+	 * dataplane: docs/scale-out.md, "Epochs"); "": none */
+	char fallback[8];
+
 	/* ERROR */
 	int err;		/* a positive errno */
 	char error[TALLY_RDV_ERROR_MAX + 1];
-	char fallback[8];	/* optional "fallback": "ring" with ENOSPC
-				 * (no live dataplane); "": none */
 };
 
 /*

@@ -282,7 +282,7 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 		return tallyd_rdv_no_capacity(d, c, j);
 	if (m->epoch != 0 && !tallyd_rejoin_ok(d, c, j, m))
 		return;
-	if (m->epoch == 0 && j->joiners[m->rank] != NULL)
+	if (j->joiners[m->rank] != NULL)
 		return tallyd_rdv_fail(d, c, EEXIST, TALLYD_JF_DUPLICATE_RANK,
 			"rank %u already joined job '%s'", m->rank, m->job);
 	if ((err = params_shards(d, j, &p)) >= 0)
@@ -356,8 +356,6 @@ on_member(struct tallyd *d, struct tallyd_rdv_conn *c,
 
 	if (!address_ok(d, c, m->ip))
 		return;
-	if (c->rejoin != 0)
-		return tallyd_rejoin_member(d, c, m);
 	if ((m->qpn != 0) != j->rdma)
 		return tallyd_rdv_fail(d, c, EPROTO, TALLYD_JF_MALFORMED,
 			"rank %u of job '%s' (transport %s) sent a member %s "
@@ -394,6 +392,13 @@ tallyd_rdv_message(struct tallyd *d, struct tallyd_rdv_conn *c,
 			"malformed message: %s", why);
 	if (c->st == RC_JOIN && m.op == TALLY_RDV_JOIN)
 		return on_join(d, c, &m);
+	/* A rejoin's member (rejoin.c): its own address, no barrier. */
+	if (c->st == RC_MEMBER && c->rejoin != 0 &&
+			m.op == TALLY_RDV_MEMBER) {
+		if (address_ok(d, c, m.ip))
+			tallyd_rejoin_member(d, c, &m);
+		return;
+	}
 	if (c->st == RC_MEMBER && m.op == TALLY_RDV_MEMBER)
 		return on_member(d, c, &m);
 	tallyd_rdv_fail(d, c, EPROTO, TALLYD_JF_MALFORMED,
