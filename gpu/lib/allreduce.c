@@ -47,10 +47,10 @@ tally_lib_run(struct tally_ctx *ctx, const struct tally_round *r)
 {
 	int rc = tally_window_run(ctx, r);
 
-	if (rc != 0) {
+	if (rc != 0)
 		ctx->broken = 1;
+	if (rc != 0)	/* an in-place call's input, back (rejoin.c) */
 		tally_lib_keep_restore(ctx);
-	}
 	return rc;
 }
 

@@ -430,13 +430,14 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		memset(st, 0, sizeof(*st));
 	else
 		*st = ctx->st;
-	if (ctx != NULL) {
+	/* No transport: a rejoin failed (rejoin.c); the next call retries. */
+	if (ctx != NULL && ctx->tp != NULL) {
 		st->spurious = ctx->retx.st.spurious;
 		st->rack = ctx->retx.st.rack;
 		st->probes = ctx->retx.st.probes;
 		st->timeouts = ctx->retx.st.timeouts;
 		st->gap_resends = ctx->retx.st.gap;
-		st->tp_errors = ctx->tp != NULL ? ctx->tp->errors : 0;
+		st->tp_errors = ctx->tp->errors;
 	}
 }
 

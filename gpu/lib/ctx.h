@@ -95,6 +95,7 @@ struct tally_ctx {
 					 * expanded: [TALLY_CTX_KEY_UP..];
 					 * NULL: a plain job */
 	int broken;			/* an allreduce failed: slots unknown */
+	struct tally_ctx_stats st;
 	uint32_t epoch;			/* the job's epoch (ready's); 0: not
 					 * opened through tallyd */
 	struct tally_rejoin *rj;	/* how to rejoin (rejoin.c); NULL:
@@ -104,7 +105,6 @@ struct tally_ctx {
 	void *keep_buf;			/* the caller's buffer it came from;
 					 * NULL: nothing kept for this call */
 	size_t keep_len;		/* its bytes */
-	struct tally_ctx_stats st;
 	char err[TALLY_CTX_ERR_LEN];
 };
 

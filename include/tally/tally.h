@@ -195,15 +195,14 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
  *               join_timeout_s (or join_timeout_ms passed here)
  *   -ECANCELED  the job is being deleted
  *   -EHOSTDOWN  tallyd cannot reach the dataplane
+ *   -ENOSPC     no live dataplane is left for the job (no capacity);
+ *               the sentence ends with "(fallback: ring)"
  *   -EKEYREJECTED  tallyd's certificate is not trusted or not for HOST
  *   -EPROTONOSUPPORT  the job's transport is not the one asked for
  *   -EPROTO     a malformed exchange, or no TLS agreed (e.g. TLS on one
  *               side only); -ECONNREFUSED etc.: no tallyd
  * Calling it again after an allreduce failed (e.g. after a dataplane
  * restart) forms a new membership with fresh slots: every rank must.
- * A context opened here rejoins by itself instead (tally_rejoin()).
- *   -ENOSPC     no live dataplane is left for the job (no capacity);
- *               the sentence ends with "(fallback: ring)"
  */
 int tally_open(const char *url, const char *token, unsigned int rank,
 	unsigned int world, struct tally_ctx **out);
@@ -607,6 +606,8 @@ struct tally_ctx_stats {
 	uint64_t gap_nacks;	/* NACKs gap: the dataplane saw this
 				 * worker's frames lost on the way in
 				 * (docs/protocol.md, "Gaps") */
+	uint64_t rejoins;	/* times this context joined its job again
+				 * in a new epoch (tally_rejoin()) */
 	uint64_t result_gaps;	/* results found lost on the way back: a
 				 * later-numbered one came first (flag SEQ,
 				 * docs/protocol.md "Gaps") */
@@ -614,8 +615,6 @@ struct tally_ctx_stats {
 				 * asked for (of retransmits; each chunk at
 				 * most once, and none that already went
 				 * again) */
-	uint64_t rejoins;	/* times this context joined its job again
-				 * in a new epoch (tally_rejoin()) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */
