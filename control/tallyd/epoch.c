@@ -167,11 +167,13 @@ no_capacity(struct tallyd *d, struct tallyd_job *j,
 		"and no dataplane is left (no capacity); epoch %u has none",
 		j->name, j->id, j->ew.from, j->ew.dataplane, j->ew.missed,
 		j->epoch);
-	for (unsigned int r = 0; r < TALLY_MAX_WORKERS; r++)
+	for (unsigned int r = 0; r < TALLY_MAX_WORKERS; r++) {
 		if (j->joiners[r] != NULL)
 			tallyd_rdv_no_capacity(d, j->joiners[r], j);
+		if (j->rejoiners[r] != NULL)
+			tallyd_rdv_no_capacity(d, j->rejoiners[r], j);
+	}
 	j->program_pending = false;
-	tallyd_epoch_release(d, j);
 	tallyd_state_save(d);
 }
 

@@ -12,7 +12,8 @@
 # had (EINVAL), another data address (ESTALE), an epoch whose membership
 # a later barrier replaced (ESTALE). Every rank rejoining the current
 # epoch gets a new one (cause "rejoin"). With every dataplane dead the
-# rendezvous answers ENOSPC with "fallback": "ring" (no_capacity), and
+# rendezvous answers ENOSPC with "fallback": "ring" (no_capacity), a
+# rank waiting at its rejoin included, and
 # the state file keeps the epoch and its reason. TAP; needs TALLY_SRC and
 # TALLY_BUILD.
 import json
@@ -169,6 +170,13 @@ def bad_rejoins(ctl, port, token, e2):
 def no_capacity(ctl, port, token, fakes, work):
     """Every dataplane dead: ENOSPC, fallback ring; the state keeps it."""
     n0 = jf(ctl, "no_capacity")[0]
+    # Rank 0 rejoins the current epoch alone: it waits for the others.
+    e = show(ctl, "e")["epoch"]
+    waiting = {}
+    t = threading.Thread(target=lambda: waiting.update(r=rdv(
+        port, "e", token, 0, 2, 40003, epoch=e)))
+    t.start()
+    time.sleep(0.5)
     fakes[0].kill()
     fakes[1].kill()
     wait_for(lambda: (show(ctl, "e").get("epoch_reason") or {})
@@ -180,7 +188,13 @@ def no_capacity(ctl, port, token, fakes, work):
     ok(p.get("op") == "error" and p.get("errno") == 28 and
        p.get("fallback") == "ring" and "no capacity" in p.get("error", ""),
        "a join then hears ENOSPC with fallback ring", p)
-    ok(jf(ctl, "no_capacity")[0] == n0 + 1, "counted under no_capacity")
+    t.join(10)
+    p, f = waiting.get("r", ({}, None))
+    ok(p.get("op") == "params" and (f or {}).get("errno") == 28 and
+       (f or {}).get("fallback") == "ring",
+       "a rank waiting at its rejoin hears it too (ENOSPC, fallback ring)",
+       waiting)
+    ok(jf(ctl, "no_capacity")[0] == n0 + 2, "both counted under no_capacity")
     with open(os.path.join(work, "state.json")) as f:
         st = [x for x in json.load(f)["jobs"] if x["name"] == "e"][0]
     ok(st["epoch"] == j["epoch"] and st["epoch_reason"]["cause"] ==
