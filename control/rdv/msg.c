@@ -102,6 +102,14 @@ get_uint(json_t *o, const char *k, unsigned long lo, unsigned long hi,
 	return 0;
 }
 
+/* The epochs' optional keys: a rejoin's "epoch", ERROR's "fallback". */
+static int
+epoch_key(enum tally_rdv_op op, const char *k)
+{
+	return (op == TALLY_RDV_JOIN && strcmp(k, "epoch") == 0) ||
+		(op == TALLY_RDV_ERROR && strcmp(k, "fallback") == 0);
+}
+
 /* Dotted-quad key k of o into *ip (host order); unicast unless mcast. */
 static int
 get_ip(json_t *o, const char *k, int mcast, uint32_t *ip, char *why,
@@ -167,6 +175,8 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 				(op == TALLY_RDV_MEMBER && strcmp(k, "qpn") == 0) ||
 				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0))
 			continue;
+		if (epoch_key(op, k))
+			continue;
 		for (i = 0; i < 8 && ops[op].keys[i] != NULL; i++)
 			if (strcmp(k, ops[op].keys[i]) == 0)
 				break;
@@ -198,6 +208,11 @@ parse_join(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	if (get_uint(o, "rank", 0, MAX_WORLD - 1, &rank, why, wlen) ||
 			get_uint(o, "world", 1, MAX_WORLD, &world, why, wlen))
 		return -EPROTO;
+	/* A rejoin names the epoch it was in (docs/control.md). */
+	if (json_object_get(o, "epoch") != NULL && get_uint(o, "epoch", 1,
+			UINT32_MAX, &v, why, wlen))
+		return -EPROTO;
+	m->epoch = json_object_get(o, "epoch") != NULL ? (uint32_t)v : 0;
 	strcpy(m->job, job);
 	strcpy(m->token, tok);
 	m->rank = (unsigned int)rank;
@@ -415,6 +430,13 @@ parse_error(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 			"%d bytes", TALLY_RDV_ERROR_MAX);
 	m->err = (int)e;
 	strcpy(m->error, s);
+	/* What the worker may do instead: "ring" (no dataplane left). */
+	s = json_string_value(json_object_get(o, "fallback"));
+	if (json_object_get(o, "fallback") != NULL && (s == NULL ||
+			strcmp(s, "ring") != 0))
+		return fail(why, wlen, "'fallback' must be \"ring\"");
+	if (s != NULL)
+		strcpy(m->fallback, s);
 	return 0;
 }
 
@@ -557,9 +579,13 @@ build(const struct tally_rdv_msg *m)
 				|| m->world < 1 || m->world > MAX_WORLD ||
 				m->rank >= MAX_WORLD)
 			return NULL;
-		return json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "op",
+		o = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "op",
 			"join", "v", TALLY_RDV_VERSION, "job", m->job, "token",
 			m->token, "rank", m->rank, "world", m->world);
+		if (o != NULL && m->epoch != 0)
+			json_object_set_new(o, "epoch",
+				json_integer((json_int_t)m->epoch));
+		return o;
 	case TALLY_RDV_PARAMS:
 		if (m->dp_port == 0 || m->dp_nports == 0 ||
 				m->dp_port + m->dp_nports - 1 > 65535 ||
@@ -620,8 +646,14 @@ build(const struct tally_rdv_msg *m)
 		if (m->err < 1 || m->err > 4095 ||
 				strlen(m->error) > TALLY_RDV_ERROR_MAX)
 			return NULL;
-		return json_pack("{s:s, s:i, s:s}", "op", "error", "errno",
+		if (m->fallback[0] != '\0' && strcmp(m->fallback, "ring") != 0)
+			return NULL;
+		o = json_pack("{s:s, s:i, s:s}", "op", "error", "errno",
 			m->err, "error", m->error);
+		if (o != NULL && m->fallback[0] != '\0')
+			json_object_set_new(o, "fallback",
+				json_string(m->fallback));
+		return o;
 	}
 	return NULL;
 }

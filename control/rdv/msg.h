@@ -45,7 +45,8 @@ struct tally_rdv_shard {
 struct tally_rdv_msg {
 	enum tally_rdv_op op;
 
-	/* JOIN */
+	/* JOIN (and READY's epoch: a JOIN's optional "epoch" makes it a
+	 * rejoin of the membership of that epoch; 0: a join) */
 	char job[TALLY_RDV_NAME_MAX + 1];
 	char token[TALLY_RDV_TOKEN_HEX + 1];
 	unsigned int rank;
@@ -86,6 +87,10 @@ struct tally_rdv_msg {
 	uint8_t auth;		/* PARAMS: an authenticated job (optional
 				 * "auth": true); READY: keys follow */
 	struct tally_auth_keys keys; /* this member's */
+
+	/* ERROR's optional "fallback": "ring" with ENOSPC (no live
+	 * dataplane: docs/scale-out.md, "Epochs"); "": none */
+	char fallback[8];
 
 	/* ERROR */
 	int err;		/* a positive errno */

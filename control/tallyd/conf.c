@@ -51,6 +51,7 @@ static const struct key keys[] = {
 	STR(dp_address, K_IP),
 	STR(dp_name, K_NAME),
 	NUM(dp_poll_ms, 10, 60000),
+	NUM(dp_dead_polls, 1, 1000),
 	NUM(join_timeout_s, 1, 86400),
 	NUM(idle_timeout_s, 0, 365u * 86400),
 	NUM(drain_timeout_ms, 0, 600000),
@@ -78,6 +79,7 @@ tallyd_conf_defaults(struct tallyd_conf *c)
 	strcpy(c->dp_admin, "/run/tally/dp.sock");
 	strcpy(c->dp_name, "dp0");
 	c->dp_poll_ms = 500;
+	c->dp_dead_polls = 3;
 	c->join_timeout_s = 60;
 	c->idle_timeout_s = 0;
 	c->drain_timeout_ms = 2000;

@@ -124,7 +124,7 @@ job_add_req(const struct tallyd_job *j, const struct tallyd_shard *sh)
  */
 static void
 barrier_shard_done(struct tallyd *d, struct tallyd_job *j,
-	const struct tallyd_shard *sh, int err)
+	const struct tallyd_shard *sh, int err, enum tallyd_prog_why why)
 {
 	bool any = false;
 
@@ -144,7 +144,10 @@ barrier_shard_done(struct tallyd *d, struct tallyd_job *j,
 	/* Nothing of the old membership is left at any tally-dp. */
 	if (err != 0 && !any)
 		j->has_members = false;
-	tallyd_rdv_programmed(d, j, err);
+	if (why == TALLYD_PROG_EPOCH)
+		tallyd_epoch_programmed(d, j, err);
+	else
+		tallyd_rdv_programmed(d, j, err);
 }
 
 /*
@@ -166,8 +169,8 @@ finish(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
 		tallyd_job_delete_step(d, tallyd_now_ms());
 		return;
 	}
-	if (why == TALLYD_PROG_BARRIER) {
-		barrier_shard_done(d, j, sh, err);
+	if (why == TALLYD_PROG_BARRIER || why == TALLYD_PROG_EPOCH) {
+		barrier_shard_done(d, j, sh, err, why);
 	} else if (err == 0 && why == TALLYD_PROG_RESTORE) {
 		d->st.dp_reprograms++;
 		tallyd_log("job '%s' (id %u, epoch %u) programmed into "
@@ -342,9 +345,11 @@ start(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
 	return 0;
 }
 
-int
-tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
-	const struct tallyd_member *members, uint64_t wire_token)
+/* Starts a program of members and wire_token at every shard of j. */
+static int
+program_all(struct tallyd *d, struct tallyd_job *j,
+	const struct tallyd_member *members, uint64_t wire_token,
+	enum tallyd_prog_why why)
 {
 	unsigned int k;
 
@@ -358,9 +363,26 @@ tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
 		memcpy(sh->op.members, members,
 			j->world * sizeof(struct tallyd_member));
 		sh->op.token = wire_token;
-		start(d, j, sh, TALLYD_OP_PROGRAM, TALLYD_PROG_BARRIER);
+		start(d, j, sh, TALLYD_OP_PROGRAM, why);
 	}
 	return 0;
+}
+
+int
+tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
+	const struct tallyd_member *members, uint64_t wire_token)
+{
+	return program_all(d, j, members, wire_token, TALLYD_PROG_BARRIER);
+}
+
+int
+tallyd_dpc_program_epoch(struct tallyd *d, struct tallyd_job *j,
+	uint64_t wire_token)
+{
+	struct tallyd_member m[TALLY_MAX_WORKERS];
+
+	memcpy(m, j->members, sizeof(m));
+	return program_all(d, j, m, wire_token, TALLYD_PROG_EPOCH);
 }
 
 int

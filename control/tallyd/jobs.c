@@ -14,6 +14,7 @@
 #include <sodium.h>
 
 #include "tallyd.h"
+#include "epoch.h"
 
 const char *const tallyd_ctr_names[] = {
 	"contributions", "elements", "bytes_in", "rounds", "results",
@@ -35,6 +36,8 @@ const char *const tallyd_jf_names[TALLYD_JF_MAX_] = {
 	[TALLYD_JF_DP_DOWN] = "dp_down",
 	[TALLYD_JF_LIMITS] = "limits",
 	[TALLYD_JF_ADDRESS] = "address_mismatch",
+	[TALLYD_JF_STALE_EPOCH] = "stale_epoch",
+	[TALLYD_JF_NO_CAPACITY] = "no_capacity",
 };
 
 int64_t
@@ -256,6 +259,7 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 	if (o == NULL)
 		return NULL;
 	json_object_set_new(o, "codec", json_string(j->codec));
+	json_object_set_new(o, "epoch_reason", tallyd_epoch_json(j));
 	json_object_set_new(o, "auth", json_boolean(j->auth));
 	json_object_set_new(o, "transport", json_string(j->rdma ? "rdma" :
 		"udp"));
@@ -337,6 +341,10 @@ tallyd_stats_json(const struct tallyd *d)
 		json_integer((json_int_t)d->st.dp_mismatches));
 	json_object_set_new(o, "dp_stale_removed",
 		json_integer((json_int_t)d->st.dp_stale_removed));
+	json_object_set_new(o, "epochs_ended",
+		json_integer((json_int_t)d->st.epochs_ended));
+	json_object_set_new(o, "rejoins",
+		json_integer((json_int_t)d->st.rejoins));
 	rdv_stats(d, o);
 	json_object_set_new(o, "ctl_send_failures",
 		json_integer((json_int_t)d->st.ctl_send_failures));
@@ -367,6 +375,8 @@ tallyd_job_delete_start(struct tallyd *d, struct tallyd_job *j,
 		j->sh[k].moved = true;
 	tallyd_rdv_fail_job(d, j, ECANCELED, TALLYD_JF_DRAINING,
 		"job '%s' is being deleted", j->name);
+	tallyd_rejoin_fail_all(d, j, ECANCELED, TALLYD_JF_DRAINING,
+		"the job is being deleted");
 	tallyd_job_delete_step(d, tallyd_now_ms());
 }
 

@@ -168,6 +168,7 @@ run(struct tallyd *d, int sfd)
 		cl = tallyd_cluster_tick(d, now);
 		if (now >= next_poll) {
 			tallyd_dpc_poll(d);
+			tallyd_epoch_tick(d, now);
 			tallyd_job_delete_step(d, now);
 			expire_idle(d);
 			next_poll = now + d->conf.dp_poll_ms;

@@ -367,6 +367,12 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 	scalar(r, t, "dp_stale_removed", FAMILY(
 		"tallyd_dp_stale_removed_total", "counter",
 		"Jobs removed from tally-dp that tallyd does not own."));
+	scalar(r, t, "epochs_ended", FAMILY(
+		"tallyd_epochs_ended_total", "counter",
+		"Job epochs ended by a dead dataplane (the job moved)."));
+	scalar(r, t, "rejoins", FAMILY(
+		"tallyd_rejoins_total", "counter",
+		"Ranks that rejoined a job in a new epoch."));
 	render_rdv(r, t);
 	scalar(r, t, "ctl_send_failures", FAMILY(
 		"tallyd_ctl_send_failures_total", "counter",

@@ -22,6 +22,7 @@
 #include "addrmap.h"
 #include "rdv.h"
 #include "cluster.h"
+#include "epoch.h"
 
 /* What any caller without a job's token learns, whatever was wrong. */
 #define NOT_AUTHORIZED	"no job with that name and token"
@@ -33,6 +34,8 @@ tallyd_rdv_left(struct tallyd_rdv_conn *c)
 		c->job->joiners[c->rank] = NULL;
 		c->job->njoined--;
 	}
+	if (c->job != NULL && c->job->rejoiners[c->rank] == c)
+		c->job->rejoiners[c->rank] = NULL;
 	c->job = NULL;
 }
 
@@ -148,6 +151,7 @@ tallyd_rdv_programmed(struct tallyd *d, struct tallyd_job *j, int err)
 		return;
 	}
 	j->epoch = ++d->next_epoch;
+	tallyd_epoch_formed(j);
 	j->last_active = tallyd_wall_s();
 	d->st.joins += j->world;
 	d->st.memberships++;
@@ -274,6 +278,10 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 		return tallyd_rdv_fail(d, c, ERANGE, TALLYD_JF_BAD_RANK,
 			"rank %u is outside 0..%u of job '%s'", m->rank,
 			j->world - 1, m->job);
+	if (tallyd_epoch_no_capacity(d, j))
+		return tallyd_rdv_no_capacity(d, c, j);
+	if (m->epoch != 0 && !tallyd_rejoin_ok(d, c, j, m))
+		return;
 	if (j->joiners[m->rank] != NULL)
 		return tallyd_rdv_fail(d, c, EEXIST, TALLYD_JF_DUPLICATE_RANK,
 			"rank %u already joined job '%s'", m->rank, m->job);
@@ -299,6 +307,8 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 		tallyd_rdv_finish(c, NULL);
 		return;
 	}
+	if (m->epoch != 0)	/* a rejoin: no barrier (rejoin.c) */
+		return tallyd_rejoin_add(d, c, j, m);
 	if (j->njoined == 0)
 		j->form_deadline_ms = tallyd_now_ms() +
 			(int64_t)d->conf.join_timeout_s * 1000;
@@ -382,6 +392,13 @@ tallyd_rdv_message(struct tallyd *d, struct tallyd_rdv_conn *c,
 			"malformed message: %s", why);
 	if (c->st == RC_JOIN && m.op == TALLY_RDV_JOIN)
 		return on_join(d, c, &m);
+	/* A rejoin's member (rejoin.c): its own address, no barrier. */
+	if (c->st == RC_MEMBER && c->rejoin != 0 &&
+			m.op == TALLY_RDV_MEMBER) {
+		if (address_ok(d, c, m.ip))
+			tallyd_rejoin_member(d, c, &m);
+		return;
+	}
 	if (c->st == RC_MEMBER && m.op == TALLY_RDV_MEMBER)
 		return on_member(d, c, &m);
 	tallyd_rdv_fail(d, c, EPROTO, TALLYD_JF_MALFORMED,

@@ -40,6 +40,8 @@ struct tallyd_rdv_conn {
 	struct tallyd_tls_conn *tls;	/* NULL: cleartext */
 	struct tallyd_job *job;		/* once joined */
 	unsigned int rank;
+	uint32_t rejoin;		/* the epoch a rejoin names (epoch.h);
+					 * 0: a join */
 	struct tallyd_member member;	/* once WAIT */
 	uint8_t in[4 + TALLY_RDV_MAX_MSG];
 	size_t inlen;

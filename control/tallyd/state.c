@@ -75,6 +75,8 @@ tallyd_state_job_json(const struct tallyd *d, const struct tallyd_job *j)
 		json_object_set_new(o, "shards", tallyd_shards_json(d, j,
 			false));
 	json_object_set_new(o, "epoch", json_integer(j->epoch));
+	json_object_set_new(o, "formed_epoch", json_integer(j->formed_epoch));
+	json_object_set_new(o, "epoch_reason", tallyd_epoch_json(j));
 	if (j->auth) {
 		/* The job's secret: the state file is tallyd's alone (0600). */
 		char sec[2 * sizeof(j->auth_secret) + 1];
@@ -432,6 +434,8 @@ tallyd_state_parse_job(struct tallyd *d, json_t *o, struct tallyd_job *j,
 		ctr_load(base, &j->base);
 	if (lst != NULL)
 		ctr_load(lst, &j->sh[0].last);
+	if (tallyd_epoch_load(j, o, why, wlen) != 0)
+		return -EINVAL;
 	return tallyd_shards_load(d, j, shards, why, wlen);
 }
 

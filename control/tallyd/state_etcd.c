@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "cluster.h"
+#include "epoch.h"
 #include "tallyd.h"
 
 /* The key of job name into buf. */
@@ -117,6 +118,8 @@ take_job(struct tallyd_job *j, const struct tallyd_job *n)
 
 	*j = *n;
 	memcpy(j->joiners, keep.joiners, sizeof(j->joiners));
+	memcpy(j->rejoiners, keep.rejoiners, sizeof(j->rejoiners));
+	j->remap_pending = keep.remap_pending;
 	j->njoined = keep.njoined;
 	j->form_deadline_ms = keep.form_deadline_ms;
 	j->program_pending = keep.program_pending;
@@ -145,6 +148,8 @@ drop_job(struct tallyd *d, struct tallyd_job *j)
 		j->id);
 	tallyd_rdv_fail_job(d, j, ENOENT, TALLYD_JF_UNKNOWN_JOB,
 		"job '%s' was deleted", j->name);
+	tallyd_rejoin_fail_all(d, j, ENOENT, TALLYD_JF_UNKNOWN_JOB,
+		"the job was deleted");
 	if (j->drain_waiter != NULL)
 		tallyd_ctl_reply(d, j->drain_waiter, json_pack("{s:i}",
 			"errno", 0));

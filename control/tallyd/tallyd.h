@@ -65,6 +65,7 @@ struct tallyd_conf {
 	unsigned int ndataplanes;	/* more dataplanes ("dataplane") */
 	struct tallyd_conf_dp dataplanes[TALLYD_MAX_DPS - 1];
 	unsigned int dp_poll_ms;
+	unsigned int dp_dead_polls;	/* missed polls that end epochs */
 	unsigned int join_timeout_s;
 	unsigned int idle_timeout_s;
 	unsigned int drain_timeout_ms;
@@ -127,6 +128,7 @@ enum tallyd_prog_why {
 	TALLYD_PROG_BARRIER,	/* a new membership formed (rdv.c) */
 	TALLYD_PROG_RESTORE,	/* tally-dp lost it (restarted) */
 	TALLYD_PROG_MISMATCH,	/* tally-dp holds another configuration */
+	TALLYD_PROG_EPOCH,	/* a new epoch after a dataplane died (epoch.c) */
 };
 
 enum tallyd_dp_op_kind { TALLYD_OP_NONE, TALLYD_OP_PROGRAM, TALLYD_OP_REMOVE };
@@ -202,6 +204,25 @@ struct tallyd_job {
 	int prog_left;			/* shards a barrier's program awaits */
 	int prog_err;			/* its first failure */
 
+	/*
+	 * Epochs (epoch.c): formed_epoch is the epoch whose barrier formed
+	 * members (rejoins naming formed_epoch..epoch are taken); ew says
+	 * why the current epoch began; a remap whose program is under way
+	 * or to be retried is remap_pending; ranks rejoining after a failed
+	 * call wait in rejoiners until the epoch is programmed.
+	 */
+	uint32_t formed_epoch;
+	struct tallyd_epoch_why {
+		char cause[16];		/* "membership", "dataplane",
+					 * "no_capacity"; "": unknown */
+		char dataplane[TALLYD_DP_NAME_MAX + 1]; /* the dead one */
+		char missed[96];	/* what it missed */
+		int64_t at;		/* Unix seconds, when it was seen */
+		uint32_t from;		/* the epoch it ended */
+	} ew;
+	bool remap_pending;
+	struct tallyd_rdv_conn *rejoiners[TALLY_MAX_WORKERS];
+
 	/* Deletion. */
 	bool draining;
 	int64_t drain_deadline_ms;
@@ -223,6 +244,8 @@ enum tallyd_join_fail {
 	TALLYD_JF_DP_DOWN,
 	TALLYD_JF_LIMITS,	/* the job no longer fits tally-dp's limits */
 	TALLYD_JF_ADDRESS,	/* member address is not the peer's */
+	TALLYD_JF_STALE_EPOCH,	/* a rejoin naming an epoch that is over */
+	TALLYD_JF_NO_CAPACITY,	/* no live dataplane left for the job */
 	TALLYD_JF_MAX_,
 };
 
@@ -252,6 +275,8 @@ struct tallyd_stats {
 	uint64_t state_save_failures;	/* writes that failed */
 	uint64_t ctl_send_failures;	/* control replies that could not be sent */
 	uint64_t ctl_fd_backoffs;	/* control listener rested: no descriptors */
+	uint64_t epochs_ended;	/* epochs ended by a dead dataplane */
+	uint64_t rejoins;	/* ranks that rejoined a new epoch */
 };
 
 /* The state file's health (state.c). */
@@ -277,6 +302,11 @@ struct tallyd_dp {
 	struct tallyd_dpc *dpc;		/* its admin socket */
 	json_t *stats;			/* its last "stats", or NULL */
 	struct tallyd_dp_limits limits;	/* its last ping's (limits.c) */
+	/* Liveness (epoch.c): polls missed in a row, and since when. */
+	unsigned int missed;
+	bool ever_up;			/* answered since tallyd started */
+	bool dead;			/* missed enough: its jobs move */
+	int64_t down_since;		/* Unix seconds of the first miss */
 };
 
 struct tallyd {
@@ -469,6 +499,14 @@ int tallyd_dpc_program(struct tallyd *d, struct tallyd_job *j,
 	const struct tallyd_member *members, uint64_t wire_token);
 
 /*
+ * As tallyd_dpc_program() with j's own members and a new wire token,
+ * for a new epoch on j's (remapped) shards: tallyd_epoch_programmed()
+ * hears the end instead of the rendezvous.
+ */
+int tallyd_dpc_program_epoch(struct tallyd *d, struct tallyd_job *j,
+	uint64_t wire_token);
+
+/*
  * Removes j from the tally-dp of shard sh, folding its final counters
  * into j's; when done, tallyd_job_delete_step() runs. Returns 0 (under
  * way), -EBUSY or -ENOMEM.
@@ -526,6 +564,46 @@ int64_t tallyd_rdv_timers(struct tallyd *d, int64_t now);
 void tallyd_rdv_fail_job(struct tallyd *d, struct tallyd_job *j, int err,
 	enum tallyd_join_fail why, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+
+/*
+ * epoch.c (docs/scale-out.md, "Epochs"). tallyd_epoch_tick() runs with
+ * each poll: it counts the polls each dataplane missed, declares one dead
+ * after dp_dead_polls (etcd: once its liveness lease ran out), and moves
+ * every job that spans it to the live or spare dataplanes under a new
+ * wire token and epoch; it also retries such programs and times out
+ * rejoiners.
+ */
+void tallyd_epoch_tick(struct tallyd *d, int64_t now);
+/*
+ * The shards a job on dataplanes cur[0..n-1] gets when only those in
+ * the bit mask live are alive (ndps dataplanes): survivors in order, a
+ * dead one replaced in place by the first live dataplane the job does
+ * not span (a spare), else dropped. Writes out (n room); returns how
+ * many (0: no capacity).
+ */
+unsigned int tallyd_epoch_plan(const unsigned int *cur, unsigned int n,
+	uint32_t live, unsigned int ndps, unsigned int *out);
+/*
+ * Whether rank's rejoin naming epoch e may join j's current epoch:
+ * 0, or -EINVAL (an epoch j has not had yet) or -ESTALE (its membership
+ * is over), with the sentence in why.
+ */
+int tallyd_epoch_rejoin_check(const struct tallyd_job *j, uint32_t e,
+	char *why, size_t wlen);
+/* Whether every dataplane j spans is dead (the rendezvous' ENOSPC). */
+bool tallyd_epoch_no_capacity(const struct tallyd *d,
+	const struct tallyd_job *j);
+/* A barrier formed j's membership: its epoch and why, in j. */
+void tallyd_epoch_formed(struct tallyd_job *j);
+/* dpc_ops.c's answer to an epoch's program (err 0 or -errno). */
+void tallyd_epoch_programmed(struct tallyd *d, struct tallyd_job *j, int err);
+/* Sends ready to j's waiting rejoiners if its epoch is settled. */
+void tallyd_epoch_release(struct tallyd *d, struct tallyd_job *j);
+/* j's "epoch_reason" for job show and the state, or null. */
+json_t *tallyd_epoch_json(const struct tallyd_job *j);
+/* The state's "epoch_reason" and "formed_epoch" of o into j: 0/-EINVAL. */
+int tallyd_epoch_load(struct tallyd_job *j, json_t *o, char *why,
+	size_t wlen);
 
 /* ctl.c */
 int tallyd_ctl_listen(struct tallyd *d);

@@ -21,6 +21,14 @@ tally_lib_check_call(struct tally_ctx *ctx, const void *buf, size_t n)
 {
 	if (ctx == NULL)
 		return -EINVAL;
+	ctx->keep_buf = NULL;
+	/* Out of step after a failure: a new epoch (rejoin.c). */
+	if (ctx->broken && ctx->rj != NULL) {
+		int rc = tally_rejoin(ctx);
+
+		if (rc != 0)
+			return rc;
+	}
 	if (ctx->broken)
 		return tally_ctx_fail(ctx, -EPIPE, "an earlier allreduce on "
 			"this context failed; its slots are out of step: "
@@ -41,6 +49,8 @@ tally_lib_run(struct tally_ctx *ctx, const struct tally_round *r)
 
 	if (rc != 0)
 		ctx->broken = 1;
+	if (rc != 0)	/* an in-place call's input, back (rejoin.c) */
+		tally_lib_keep_restore(ctx);
 	return rc;
 }
 
@@ -53,7 +63,10 @@ tally_allreduce_i32(struct tally_ctx *ctx, int32_t *buf, size_t n)
 	};
 	int rc = tally_lib_check_call(ctx, buf, n);
 
-	return rc <= 0 ? rc : tally_lib_run(ctx, &r);
+	if (rc <= 0)
+		return rc;
+	rc = tally_lib_keep(ctx, buf, n * sizeof(*buf));
+	return rc != 0 ? rc : tally_lib_run(ctx, &r);
 }
 
 int
@@ -93,7 +106,10 @@ tally_allreduce_max_f32(struct tally_ctx *ctx, float *buf, size_t n)
 	};
 	int rc = tally_lib_check_call(ctx, buf, n);
 
-	return rc <= 0 ? rc : tally_lib_run(ctx, &r);
+	if (rc <= 0)
+		return rc;
+	rc = tally_lib_keep(ctx, buf, n * sizeof(*buf));
+	return rc != 0 ? rc : tally_lib_run(ctx, &r);
 }
 
 int
@@ -211,7 +227,10 @@ tally_allreduce_f32(struct tally_ctx *ctx, float *buf, size_t n)
 {
 	int rc = tally_lib_check_call(ctx, buf, n), e;
 
-	return rc <= 0 ? rc : tally_lib_fixp_sum(ctx, buf, n, &e);
+	if (rc <= 0)
+		return rc;
+	rc = tally_lib_keep(ctx, buf, n * sizeof(*buf));
+	return rc != 0 ? rc : tally_lib_fixp_sum(ctx, buf, n, &e);
 }
 
 int

@@ -401,6 +401,8 @@ tally_ctx_close(struct tally_ctx *ctx)
 		return;
 	tally_lib_dev_free(ctx->dev);
 	tally_transport_destroy(ctx->tp);
+	tally_lib_rejoin_free(ctx);
+	free(ctx->keep);
 	tally_state_free(ctx->state);
 	free(ctx->fixp);
 	free(ctx->stage);
@@ -428,7 +430,8 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		memset(st, 0, sizeof(*st));
 	else
 		*st = ctx->st;
-	if (ctx != NULL) {
+	/* No transport: a rejoin failed (rejoin.c); the next call retries. */
+	if (ctx != NULL && ctx->tp != NULL) {
 		st->spurious = ctx->retx.st.spurious;
 		st->rack = ctx->retx.st.rack;
 		st->probes = ctx->retx.st.probes;
@@ -448,7 +451,7 @@ tally_ctx_info(const struct tally_ctx *ctx, struct tally_ctx_info *info)
 		.window = ctx->window, .elems = ctx->elems,
 		.narrow = ctx->narrow, .codec = ctx->codec,
 		.cuda_path = (uint8_t)tally_lib_cuda_path(ctx),
-		.transport = ctx->tp->name,
+		.transport = ctx->tp != NULL ? ctx->tp->name : "none",
 		.lanes_bf16 = (uint8_t)tally_ctx_lanes(ctx, TALLY_DT_BF16),
 		.lanes_f16 = (uint8_t)tally_ctx_lanes(ctx, TALLY_DT_F16),
 	};

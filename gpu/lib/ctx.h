@@ -96,6 +96,15 @@ struct tally_ctx {
 					 * NULL: a plain job */
 	int broken;			/* an allreduce failed: slots unknown */
 	struct tally_ctx_stats st;
+	uint32_t epoch;			/* the job's epoch (ready's); 0: not
+					 * opened through tallyd */
+	struct tally_rejoin *rj;	/* how to rejoin (rejoin.c); NULL:
+					 * opened without the rendezvous */
+	void *keep;			/* an in-place call's input, kept */
+	size_t keep_cap;		/* its bytes allocated */
+	void *keep_buf;			/* the caller's buffer it came from;
+					 * NULL: nothing kept for this call */
+	size_t keep_len;		/* its bytes */
 	char err[TALLY_CTX_ERR_LEN];
 };
 
@@ -105,6 +114,29 @@ tally_lib_stream(const struct tally_ctx *ctx, unsigned int s)
 {
 	return tally_shard_stream(&ctx->map, s);
 }
+
+/*
+ * rejoin.c. tally_lib_rdv_open() is tally_open_opts()'s rendezvous,
+ * naming epoch (0: a join; else a rejoin of that epoch's membership).
+ * tally_lib_rejoin_init() keeps in ctx what tally_rejoin() needs
+ * (copies of url, token and base's strings): 0 or -ENOMEM.
+ */
+struct tally_rejoin;
+int tally_lib_rdv_open(const char *url, const char *token, unsigned int rank,
+	unsigned int world, const struct tally_ctx_opts *base, uint32_t epoch,
+	struct tally_ctx **out);
+int tally_lib_rejoin_init(struct tally_ctx *ctx, const char *url,
+	const char *token, unsigned int rank, unsigned int world,
+	const struct tally_ctx_opts *base);
+void tally_lib_rejoin_free(struct tally_ctx *ctx);
+/*
+ * An in-place call's input: tally_lib_keep() copies bytes of buf aside
+ * (when ctx can rejoin); a call that fails puts them back
+ * (tally_lib_keep_restore(), from tally_lib_run()), so that the caller
+ * may call again with the same buffer. 0 or -ENOMEM.
+ */
+int tally_lib_keep(struct tally_ctx *ctx, const void *buf, size_t bytes);
+void tally_lib_keep_restore(struct tally_ctx *ctx);
 
 /*
  * Records an error: formats the message into ctx->err and returns rc (a

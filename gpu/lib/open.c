@@ -256,6 +256,9 @@ recv_msg(struct tally_chan *ch, struct tally_rdv_msg *m, int64_t deadline,
 	if (tally_rdv_parse(body, len, m, why, sizeof(why)) != 0)
 		return tally_ctx_open_fail(-EPROTO, "tallyd sent a bad "
 			"message: %s", why);
+	if (m->op == TALLY_RDV_ERROR && m->fallback[0] != '\0')
+		return tally_ctx_open_fail(-m->err, "tallyd: %s (fallback: %s)",
+			m->error, m->fallback);
 	if (m->op == TALLY_RDV_ERROR)
 		return tally_ctx_open_fail(-m->err, "tallyd: %s", m->error);
 	return 0;
@@ -490,6 +493,7 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 		goto out;
 	}
 	ctx->token = m.wire_token;
+	ctx->epoch = m.epoch;
 	/* An authenticated job: this member's keys came with "ready". */
 	if (m.auth) {
 		rc = tally_lib_ctx_keys(ctx, &m.keys);
@@ -522,8 +526,8 @@ url_transport(const struct url *u, struct tally_ctx_opts *o)
 }
 
 int
-tally_open_opts(const char *url, const char *token, unsigned int rank,
-	unsigned int world, const struct tally_ctx_opts *base,
+tally_lib_rdv_open(const char *url, const char *token, unsigned int rank,
+	unsigned int world, const struct tally_ctx_opts *base, uint32_t epoch,
 	struct tally_ctx **out)
 {
 	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN }, p;
@@ -557,6 +561,7 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 	strcpy(join.token, token);
 	join.rank = rank;
 	join.world = world;
+	join.epoch = epoch;
 	deadline = now_ms() + (o.join_timeout_ms != 0 ? o.join_timeout_ms :
 		DEFAULT_JOIN_MS);
 
@@ -574,6 +579,20 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 	}
 	explicit_bzero(join.token, sizeof(join.token));
 	tally_chan_close(ch);
+	return rc;
+}
+
+int
+tally_open_opts(const char *url, const char *token, unsigned int rank,
+	unsigned int world, const struct tally_ctx_opts *base,
+	struct tally_ctx **out)
+{
+	int rc = tally_lib_rdv_open(url, token, rank, world, base, 0, out);
+
+	/* What a rejoin needs (rejoin.c): without it, no rejoins. */
+	if (rc == 0 && tally_lib_rejoin_init(*out, url, token, rank, world,
+			base) != 0)
+		(*out)->rj = NULL;
 	return rc;
 }
 

@@ -20,9 +20,11 @@
  * Errors: int functions return 0 or a negative errno, and leave a line of
  * text in tally_ctx_error(). After an allreduce fails with anything but
  * -EINVAL or -ERANGE, the slots are in an unknown state (some chunks may
- * have been counted at the dataplane, others not): the context refuses
- * every further allreduce with -EPIPE, and the caller must close it (and
- * the job be restarted at the dataplane, which empties its slots).
+ * have been counted at the dataplane, others not): a context from
+ * tally_open() rejoins the job at its next call (tally_rejoin(): a new
+ * epoch, fresh slots); any other refuses every further allreduce with
+ * -EPIPE, and the caller must close it (and the job be restarted at the
+ * dataplane, which empties its slots).
  */
 #ifndef TALLY_TALLY_H
 #define TALLY_TALLY_H
@@ -193,6 +195,8 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
  *               join_timeout_s (or join_timeout_ms passed here)
  *   -ECANCELED  the job is being deleted
  *   -EHOSTDOWN  tallyd cannot reach the dataplane
+ *   -ENOSPC     no live dataplane is left for the job (no capacity);
+ *               the sentence ends with "(fallback: ring)"
  *   -EKEYREJECTED  tallyd's certificate is not trusted or not for HOST
  *   -EPROTONOSUPPORT  the job's transport is not the one asked for
  *   -EPROTO     a malformed exchange, or no TLS agreed (e.g. TLS on one
@@ -213,6 +217,31 @@ int tally_open(const char *url, const char *token, unsigned int rank,
 int tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
 	struct tally_ctx **out);
+
+/*
+ * Joins the job again in its next epoch (docs/scale-out.md, "Epochs").
+ * After a call failed (-ETIMEDOUT: a dataplane of the job died, or the
+ * network lost every packet for timeout_ms) the context is out of step;
+ * the next call on a context from tally_open() rejoins by itself first,
+ * and so does this, explicitly. It names the epoch the context was in:
+ * tallyd answers once it has moved the job to the surviving dataplanes
+ * under a new wire token (or, when every rank rejoins naming the current
+ * epoch, once it has started a new one for them); the context binds the
+ * same UDP address and port and goes on with the new dataplanes, token
+ * and keys, its codec memory and counters kept. An epoch whose membership
+ * is over is joined anew (a barrier of every rank). Blocks up to
+ * join_timeout_ms. The input contract: tally_allreduce_i32(),
+ * tally_allreduce_f32(), tally_allreduce_max_f32() and tally_allreduce()
+ * with the fixp codec keep a copy of their in-place input on a context
+ * from tally_open(); when they fail, buf holds the caller's input again,
+ * so the same call can simply be made again. Returns 0, or -EOPNOTSUPP
+ * (not opened through tallyd, or transport rdma/xdp), or tally_open()'s
+ * errors (-ENOSPC: no dataplane left, see the fallback).
+ */
+int tally_rejoin(struct tally_ctx *ctx);
+
+/* The job's epoch this context is in (ready's); 0 when not from tallyd. */
+uint32_t tally_ctx_epoch(const struct tally_ctx *ctx);
 
 /*
  * Closes the socket and frees the context, with its staging for device
@@ -577,6 +606,8 @@ struct tally_ctx_stats {
 	uint64_t gap_nacks;	/* NACKs gap: the dataplane saw this
 				 * worker's frames lost on the way in
 				 * (docs/protocol.md, "Gaps") */
+	uint64_t rejoins;	/* times this context joined its job again
+				 * in a new epoch (tally_rejoin()) */
 	uint64_t result_gaps;	/* results found lost on the way back: a
 				 * later-numbered one came first (flag SEQ,
 				 * docs/protocol.md "Gaps") */

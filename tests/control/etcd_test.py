@@ -19,7 +19,8 @@
 # leader's liveness key for tally-dp expires while tally-dp is stopped;
 # two tallyd with two dataplanes: a job sharded over both is stored in
 # etcd with its shards, a follower shows them and programs both, and each
-# dataplane has its own liveness key that expires alone.
+# dataplane has its own liveness key that expires alone; then the leader
+# moves the job off the stopped one in a new epoch, its reason in etcd.
 # Skips (TAP) when etcd is not installed. Needs TALLY_SRC, TALLY_BUILD.
 import base64
 import json
@@ -518,6 +519,16 @@ def shards(work, eps, old, dp):
                     3 * LEASE_S + 4)
     ok(gone and dp_live(eps[1:], 47474) is not None,
        "dp1 stopped: its key alone expired")
+
+    def moved():
+        v = etcd_job(eps[1:], "sh") or {}
+        w = v.get("epoch_reason") or {}
+        return (w.get("cause") == "dataplane" and
+                w.get("dataplane") == "dp1" and
+                "liveness lease" in w.get("missed", "") and
+                "shards" not in v and v.get("epoch", 0) > w.get("from", 0))
+    ok(wait_for(moved, 5), "the leader moved the job to dp0 in a new epoch; "
+       "etcd's value says why (issue 15, epochs)", etcd_job(eps[1:], "sh"))
     fake2.send_signal(signal.SIGCONT)
     ok(wait_for(lambda: dp_live(eps[1:], 47475) is not None,
                 3 * LEASE_S + 4), "dp1 answers again: its key is back")

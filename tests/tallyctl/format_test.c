@@ -289,6 +289,37 @@ shards_and_dataplanes(void **state)
 	json_decref(j);
 }
 
+/*
+ * Why the epoch changed (docs/scale-out.md, "Epochs"): a dead dataplane
+ * gets a line; a membership's forming (the usual) does not.
+ */
+static void
+epoch_reason(void **state)
+{
+	json_t *j = load("{\"name\": \"e\", \"epoch\": 2, \"epoch_reason\":"
+		" {\"cause\": \"dataplane\", \"dataplane\": \"dpc\", \"missed\":"
+		" \"3 admin polls in a row (every 200 ms)\", \"at\": 0, \"from\": 1}}");
+	char *out;
+	int ret;
+
+	(void)state;
+	CAPTURE(out, ret, tallyctl_print_job(f, j, NOW));
+	assert_int_equal(ret, 0);
+	assert_non_null(strstr(out, "epoch:         2\n"));
+	assert_non_null(strstr(out, "epoch_reason:  dataplane: tally-dp dpc "
+		"missed 3 admin polls in a row (every 200 ms), "));
+	assert_non_null(strstr(out, " (epoch 1 ended)\n"));
+	free(out);
+	json_decref(j);
+	j = load("{\"name\": \"e\", \"epoch\": 1, \"epoch_reason\":"
+		" {\"cause\": \"membership\", \"at\": 0, \"from\": 0}}");
+	CAPTURE(out, ret, tallyctl_print_job(f, j, NOW));
+	assert_int_equal(ret, 0);
+	assert_null(strstr(out, "epoch_reason"));
+	free(out);
+	json_decref(j);
+}
+
 /* A unicast job forming, narrow, with an idle timeout, no members yet. */
 static void
 job_show_forming(void **state)
@@ -583,6 +614,7 @@ main(void)
 		cmocka_unit_test(times_and_values),
 		cmocka_unit_test(job_list),
 		cmocka_unit_test(job_list_empty),
+		cmocka_unit_test(epoch_reason),
 		cmocka_unit_test(job_show),
 		cmocka_unit_test(shards_and_dataplanes),
 		cmocka_unit_test(job_show_forming),

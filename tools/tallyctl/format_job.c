@@ -132,6 +132,36 @@ kv_time(struct tallyctl_table *t, const char *key, const json_t *v,
 	return tallyctl_table_cells(t, key, b, NULL);
 }
 
+/*
+ * Why the job's epoch last changed, when not a membership's forming
+ * (docs/scale-out.md, "Epochs"): a dead dataplane, no capacity, or a
+ * rejoin of every rank. Nothing for a tallyd before epochs.
+ */
+static int
+epoch_reason(struct tallyctl_table *t, const json_t *job, time_t now)
+{
+	const json_t *w = json_object_get(job, "epoch_reason");
+	const char *cause = json_string_value(json_object_get(w, "cause"));
+	const char *dp = json_string_value(json_object_get(w, "dataplane"));
+	const char *missed = json_string_value(json_object_get(w, "missed"));
+	char at[CELL], b[3 * CELL];
+
+	if (cause == NULL || strcmp(cause, "membership") == 0)
+		return 0;
+	tallyctl_fmt_time(at, sizeof(at), json_integer_value(json_object_get(w,
+		"at")), now);
+	if (dp != NULL)
+		snprintf(b, sizeof(b), "%s: tally-dp %s missed %s, %s (epoch "
+			"%lld ended)", cause, dp, missed != NULL ? missed : "?",
+			at, (long long)json_integer_value(json_object_get(w,
+			"from")));
+	else
+		snprintf(b, sizeof(b), "%s: %s, %s (epoch %lld ended)", cause,
+			missed != NULL ? missed : "?", at, (long long)
+			json_integer_value(json_object_get(w, "from")));
+	return tallyctl_table_cells(t, "epoch_reason:", b, NULL);
+}
+
 /* The settings every job has: name to created. */
 static int
 settings(struct tallyctl_table *t, const json_t *job, time_t now)
@@ -148,6 +178,8 @@ settings(struct tallyctl_table *t, const json_t *job, time_t now)
 	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
 		if ((ret = kv(t, plain[i], json_object_get(job, plain[i]))))
 			return ret;
+	if ((ret = epoch_reason(t, job, now)) != 0)
+		return ret;
 	/* Authenticated or plain (a tallyd before it does not say). */
 	if (json_object_get(job, "auth") != NULL &&
 			(ret = kv(t, "auth", json_object_get(job, "auth"))))
