@@ -12,8 +12,13 @@
  *
  * What it reduces: sums of f32 (shared-scale fixed point, the same bits
  * on every rank, whatever codec the job names: a lossy codec is never
- * applied under NCCL), i32 and u32 (exact, wrapping). reduceSupport says
- * no to every other pair, and NCCL uses its rings and trees for those.
+ * applied under NCCL), i32 and u32 (exact, wrapping), and on host memory
+ * bf16 and f16 (fixed point, the exact integer sum rounded once to the
+ * type: the same bits on every rank). libtally has no device path for
+ * the 16-bit types, so once device memory is offered (TALLY_NCCL_CUDA=1)
+ * reduceSupport refuses them rather than copy them to the host unseen.
+ * reduceSupport says no to every other pair, and NCCL uses its rings and
+ * trees for those.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -226,7 +231,11 @@ join(const char *url, int rank, int nranks)
 	return ctx;
 }
 
-/* Says what the job's codec means under NCCL. */
+/*
+ * Says what the job's codec means under NCCL, and the lanes libtally's
+ * rule gives bf16 and f16 sums for the job's world and width (the plugin
+ * never sets them: every rule's choice is one libtally takes).
+ */
 static void
 codec_note(struct tally_ctx *ctx, const char *url)
 {
@@ -237,6 +246,14 @@ codec_note(struct tally_ctx *ctx, const char *url)
 		TN_INFO("%s: the job's codec %s is lossy and not applied: "
 			"f32 sums go through fixp", url,
 			tally_codec_name(info.codec.kind));
+	if (tally_nccl_cuda_enabled())
+		TN_INFO("%s: device memory offered: bf16 and f16 stay on "
+			"NCCL's rings", url);
+	else
+		TN_INFO("%s: bf16 sums in %u-bit lanes, f16 in %u-bit (world "
+			"%u, %s results)", url, info.lanes_bf16,
+			info.lanes_f16, info.world, info.narrow ? "narrow" :
+			"wide");
 }
 
 /* connect: one blocking join of the group's job; a failure leaves NCCL
@@ -304,22 +321,46 @@ tally_nccl_coll_close(void *ccomm)
 	return TALLY_NCCL_SUCCESS;
 }
 
-/* Exactly what tally sums: f32 (fixed point), i32 and u32 (wrapping). */
+/*
+ * Exactly what tally sums of NCCL's (type, op), as libtally's element
+ * type: f32 (fixed point), i32 and u32 (wrapping, the same bits), and
+ * where cuda is 0 (host memory) bf16 and f16 (fixed point, rounded once
+ * to the type). -1 for every other pair.
+ */
 static int
-supported_pair(int type, int op)
+coll_dtype(int type, int op, int cuda)
 {
-	return op == TALLY_NCCL_SUM && (type == TALLY_NCCL_FLOAT32 ||
-		type == TALLY_NCCL_INT32 || type == TALLY_NCCL_UINT32);
+	if (op != TALLY_NCCL_SUM)
+		return -1;
+	switch (type) {
+	case TALLY_NCCL_FLOAT32:
+		return TALLY_DT_F32;
+	case TALLY_NCCL_INT32:
+	case TALLY_NCCL_UINT32:
+		return TALLY_DT_I32;
+	case TALLY_NCCL_BFLOAT16:
+		return cuda ? -1 : TALLY_DT_BF16;
+	case TALLY_NCCL_FLOAT16:
+		return cuda ? -1 : TALLY_DT_F16;
+	default:
+		return -1;
+	}
 }
 
-/* reduceSupport: 1 for the pairs above, 0 for every other (never an
- * error: that would turn CollNet off altogether). */
+/*
+ * reduceSupport: 1 for the pairs above, 0 for every other (never an
+ * error: that would turn CollNet off altogether). NCCL asks without
+ * saying where the buffers are, so the 16-bit types count as on device
+ * memory whenever ptrSupport offers it.
+ */
 int
 tally_nccl_coll_reduce_support(int type, int op, int *supported)
 {
+	int cuda = (tally_nccl_coll_ptr_support() & TALLY_NCCL_PTR_CUDA) != 0;
+
 	if (supported == NULL)
 		return TALLY_NCCL_INVALID_ARGUMENT;
-	*supported = supported_pair(type, op);
+	*supported = coll_dtype(type, op, cuda) >= 0;
 	return TALLY_NCCL_SUCCESS;
 }
 
@@ -377,21 +418,24 @@ tally_nccl_coll_iallreduce(void *ccomm, void *send, void *recv,
 	struct coll_comm *c = ccomm;
 	const struct coll_mr *rm = recv_mh, *sm = send_mh;
 	int cuda = rm != NULL && rm->cuda;
+	int dt = coll_dtype(type, op, cuda);
 
 	if (c == NULL || request == NULL ||
 	    (count > 0 && (send == NULL || recv == NULL)) ||
 	    count > UINT32_MAX)
 		return TALLY_NCCL_INVALID_ARGUMENT;
-	if (!supported_pair(type, op)) {
-		TN_WARN("iallreduce of type %d op %d, which reduceSupport "
-			"refused", type, op);
+	if (dt < 0) {
+		TN_WARN("iallreduce of type %d op %d on %s memory, which "
+			"reduceSupport refused", type, op, cuda ? "device" :
+			"host");
 		return TALLY_NCCL_INVALID_USAGE;
 	}
 	if (sm != NULL && sm->cuda != cuda) {
 		TN_WARN("iallreduce between host and device memory");
 		return TALLY_NCCL_INVALID_USAGE;
 	}
-	*request = tally_nccl_queue_post(c->q, send, recv, count, type, cuda);
+	*request = tally_nccl_queue_post(c->q, send, recv, count,
+		(enum tally_dtype)dt, cuda);
 	return TALLY_NCCL_SUCCESS;
 }
 

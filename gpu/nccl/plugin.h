@@ -12,13 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tally/tally.h>
+
 #include "abi.h"
 
 #define TALLY_NCCL_DEV_NAME	"tally"	/* net and collnet: NCCL merges
 					 * the two devices by name */
 #define TALLY_NCCL_TOKEN_MAX	128
-
-struct tally_ctx;
 
 /* Keeps NCCL's logger (NULL: WARN lines go to stderr, the rest nowhere). */
 void tally_nccl_set_logger(tally_nccl_logger log);
@@ -104,11 +104,15 @@ struct tally_nccl_queue *tally_nccl_queue_new(struct tally_ctx *ctx);
 void tally_nccl_queue_destroy(struct tally_nccl_queue *q);
 
 /*
- * Queues send -> recv (count elements of type, on the device when cuda).
- * Returns the request, or NULL when the queue is full (NCCL retries).
+ * Queues send -> recv (count elements of libtally's type dt, on the
+ * device when cuda). Returns the request, or NULL when the queue is full
+ * (NCCL retries).
  */
 struct tally_nccl_req *tally_nccl_queue_post(struct tally_nccl_queue *q,
-	void *send, void *recv, size_t count, int type, int cuda);
+	void *send, void *recv, size_t count, enum tally_dtype dt, int cuda);
+
+/* Bytes of one element of dt: 4 for f32 and i32, 2 for bf16 and f16. */
+size_t tally_nccl_dt_bytes(enum tally_dtype dt);
 
 /*
  * 0 and *done 0 while queued or running; 0, *done 1 and *bytes once
@@ -125,11 +129,13 @@ int tally_nccl_token(char *out, size_t cap, char *why, size_t len);
 /*
  * Device memory (cuda.c): whether the collnet takes it
  * (TALLY_NCCL_CUDA=1 and a libtally built with CUDA), and one request's
- * allreduce of it, copied from send first when the two differ.
+ * allreduce of it (f32 or i32 only: libtally has no device path for
+ * bf16 and f16, which get -EOPNOTSUPP), copied from send first when the
+ * two differ.
  */
 int tally_nccl_cuda_enabled(void);
 int tally_nccl_cuda_allreduce(struct tally_ctx *ctx, void *send, void *recv,
-	size_t count, int type);
+	size_t count, enum tally_dtype dt);
 
 /* The two tables, exported (plugin.c). */
 extern __attribute__((visibility("default")))

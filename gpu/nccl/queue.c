@@ -28,9 +28,10 @@ struct tally_nccl_req {
 	_Atomic int state;
 	int err;		/* REQ_FAILED: -errno */
 	void *send, *recv;
-	size_t count;
-	int type;
+	size_t count;		/* elements of dt */
+	enum tally_dtype dt;
 	int cuda;
+	char why[200];		/* REQ_FAILED: libtally's sentence */
 };
 
 struct tally_nccl_queue {
@@ -41,11 +42,22 @@ struct tally_nccl_queue {
 	uint64_t posted;	/* requests posted */
 	uint64_t ran;		/* requests the thread finished */
 	int stop;
-	char why[256];		/* libtally's sentence for the first failure */
 	struct tally_nccl_req reqs[QCAP];
 };
 
-/* Runs one request through libtally; 0 or -errno. */
+/* Bytes of one element of dt (the types coll.c lets through). */
+size_t
+tally_nccl_dt_bytes(enum tally_dtype dt)
+{
+	return dt == TALLY_DT_BF16 || dt == TALLY_DT_F16 ? 2 : 4;
+}
+
+/*
+ * Runs one request through libtally; 0 or -errno. Host memory: send is
+ * copied into recv, which libtally sums in place (f32 and i32 as
+ * tally_allreduce_f32() and _i32(); bf16 and f16 in fixed point, rounded
+ * once to the type, in the lanes of libtally's rule for the job).
+ */
 static int
 run(struct tally_nccl_queue *q, struct tally_nccl_req *r)
 {
@@ -53,12 +65,11 @@ run(struct tally_nccl_queue *q, struct tally_nccl_req *r)
 		return 0;
 	if (r->cuda)
 		return tally_nccl_cuda_allreduce(q->ctx, r->send, r->recv,
-			r->count, r->type);
+			r->count, r->dt);
 	if (r->send != r->recv)
-		memmove(r->recv, r->send, r->count * 4);
-	if (r->type == TALLY_NCCL_FLOAT32)
-		return tally_allreduce_f32(q->ctx, r->recv, r->count);
-	return tally_allreduce_i32(q->ctx, r->recv, r->count);
+		memmove(r->recv, r->send,
+			r->count * tally_nccl_dt_bytes(r->dt));
+	return tally_allreduce_typed(q->ctx, r->recv, r->count, r->dt);
 }
 
 /* The thread: requests in order until told to stop with none queued. */
@@ -80,9 +91,10 @@ worker(void *arg)
 		pthread_mutex_unlock(&q->mu);
 		rc = run(q, r);
 		pthread_mutex_lock(&q->mu);
-		if (rc < 0 && q->why[0] == '\0')
-			snprintf(q->why, sizeof(q->why), "%s",
-				tally_ctx_error(q->ctx));
+		if (rc < 0)
+			snprintf(r->why, sizeof(r->why), "%s",
+				tally_ctx_error(q->ctx)[0] != '\0' ?
+				tally_ctx_error(q->ctx) : strerror(-rc));
 		r->err = rc;
 		atomic_store_explicit(&r->state, rc < 0 ? REQ_FAILED :
 			REQ_DONE, memory_order_release);
@@ -134,7 +146,7 @@ tally_nccl_queue_destroy(struct tally_nccl_queue *q)
 /* Queues a request (borrowing its buffers until done); NULL: full. */
 struct tally_nccl_req *
 tally_nccl_queue_post(struct tally_nccl_queue *q, void *send, void *recv,
-	size_t count, int type, int cuda)
+	size_t count, enum tally_dtype dt, int cuda)
 {
 	struct tally_nccl_req *r;
 
@@ -146,7 +158,7 @@ tally_nccl_queue_post(struct tally_nccl_queue *q, void *send, void *recv,
 		return NULL;
 	}
 	*r = (struct tally_nccl_req){ .q = q, .send = send, .recv = recv,
-		.count = count, .type = type, .cuda = cuda };
+		.count = count, .dt = dt, .cuda = cuda };
 	atomic_store_explicit(&r->state, REQ_QUEUED, memory_order_relaxed);
 	q->posted++;
 	pthread_cond_signal(&q->cv);
@@ -168,12 +180,9 @@ tally_nccl_req_test(struct tally_nccl_req *r, int *done, size_t *bytes,
 		snprintf(why, len, "a request tested after it completed");
 		return -EINVAL;
 	}
-	*bytes = r->count * 4;
-	if (s == REQ_FAILED) {
-		pthread_mutex_lock(&r->q->mu);
-		snprintf(why, len, "%s", r->q->why);
-		pthread_mutex_unlock(&r->q->mu);
-	}
+	*bytes = r->count * tally_nccl_dt_bytes(r->dt);
+	if (s == REQ_FAILED)
+		snprintf(why, len, "%s", r->why);
 	atomic_store_explicit(&r->state, REQ_FREE, memory_order_release);
 	return s == REQ_FAILED ? r->err : 0;
 }

@@ -5,7 +5,8 @@
  * CUDA toolkit when there: its loader's symbol names) and the first one
  * the plugin exports, net and collnet in one library; the v11 layout,
  * offset by offset as NCCL 2.28.9 compiles it; nothing but the two
- * tables exported; the properties NCCL checks; reduceSupport's answers;
+ * tables exported; the properties NCCL checks; reduceSupport's answers
+ * (host memory, and with device memory offered);
  * the point-to-point net over 127.0.0.1 (order, back-pressure, errors);
  * the collnet's join failing cleanly, with a WARN line, when tally is
  * unreachable, the token missing or the ranks disagree on the job.
@@ -236,22 +237,51 @@ test_properties(void **state)
 	assert_int_equal(P.net->finalize(nctx), 0);
 }
 
-/* Sums of f32, i32 and u32 only; everything else a plain no. */
+/* reduceSupport's whole matrix: sums of f32, i32 and u32, and of bf16
+ * and f16 unless cuda (device memory offered); everything else no. */
 static void
-test_reduce_support(void **state)
+reduce_matrix(int cuda)
 {
-	(void)state;
 	for (int t = 0; t < TALLY_NCCL_NTYPES + 2; t++) {
 		for (int op = 0; op < TALLY_NCCL_NOPS + 2; op++) {
 			int s = -1, want = op == TALLY_NCCL_SUM &&
 				(t == TALLY_NCCL_FLOAT32 ||
 				 t == TALLY_NCCL_INT32 ||
-				 t == TALLY_NCCL_UINT32);
+				 t == TALLY_NCCL_UINT32 ||
+				 (!cuda && (t == TALLY_NCCL_BFLOAT16 ||
+				 t == TALLY_NCCL_FLOAT16)));
 
 			assert_int_equal(P.coll->reduce_support(t, op, &s), 0);
-			assert_int_equal(s, want);
+			if (s != want)
+				fail_msg("reduceSupport(type %d, op %d) = %d, "
+					"want %d (device memory %s)", t, op, s,
+					want, cuda ? "offered" : "not offered");
 		}
 	}
+}
+
+/* Host memory only: the 16-bit sums are offered; with
+ * TALLY_NCCL_CUDA=1 in a build with CUDA (ptrSupport then names device
+ * memory) they are refused, since libtally has no device path for them;
+ * in a build without CUDA the variable changes nothing. */
+static void
+test_reduce_support(void **state)
+{
+	struct tally_nccl_props p;
+
+	(void)state;
+	unsetenv("TALLY_NCCL_CUDA");
+	assert_int_equal(P.coll->get_properties(0, &p), 0);
+	assert_int_equal(p.ptr_support & TALLY_NCCL_PTR_CUDA, 0);
+	reduce_matrix(0);
+	setenv("TALLY_NCCL_CUDA", "1", 1);
+	assert_int_equal(P.coll->get_properties(0, &p), 0);
+	reduce_matrix((p.ptr_support & TALLY_NCCL_PTR_CUDA) != 0);
+	printf("# TALLY_NCCL_CUDA=1: device memory %s, bf16/f16 %s\n",
+		p.ptr_support & TALLY_NCCL_PTR_CUDA ? "offered" :
+		"not offered (no CUDA)", p.ptr_support & TALLY_NCCL_PTR_CUDA ?
+		"refused" : "offered");
+	unsetenv("TALLY_NCCL_CUDA");
 }
 
 static double

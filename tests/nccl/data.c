@@ -2,7 +2,9 @@
 /*
  * data.h: inputs from a hash of (seed, rank, index), the expected sums
  * (for f32 in [-1, 1): libtally's fixed point, <tally/fixp.h>, applied
- * request by request as the plugin does), and the request loop.
+ * request by request as the plugin does; for bf16 and f16 in quarters the
+ * exact sums, which the types hold), and the request loop (element sizes
+ * by NCCL type: 4 bytes, 2 for bf16 and f16).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,58 @@ mix(uint64_t seed, unsigned int rank, size_t i)
 	return z ^ (z >> 31);
 }
 
-/* One input value of kind as 32 bits. */
+size_t
+data_esize(int kind)
+{
+	return kind == DATA_BF16_QUARTERS || kind == DATA_F16_QUARTERS ? 2 : 4;
+}
+
+int
+data_type(int kind)
+{
+	switch (kind) {
+	case DATA_I32:
+		return TALLY_NCCL_INT32;
+	case DATA_BF16_QUARTERS:
+		return TALLY_NCCL_BFLOAT16;
+	case DATA_F16_QUARTERS:
+		return TALLY_NCCL_FLOAT16;
+	default:
+		return TALLY_NCCL_FLOAT32;
+	}
+}
+
+/* The bits of f in kind's 16-bit type: f must be exact there, and zero
+ * or normal (quarters and their small sums are). */
+static uint16_t
+bits16(int kind, float f)
+{
+	uint32_t u;
+	uint16_t sign;
+	int e;
+
+	memcpy(&u, &f, sizeof(u));
+	if (kind == DATA_BF16_QUARTERS)
+		return (uint16_t)(u >> 16);
+	sign = (uint16_t)((u >> 16) & 0x8000);
+	e = (int)((u >> 23) & 0xff);
+	if (e == 0)
+		return sign;
+	return (uint16_t)(sign | ((e - 127 + 15) << 10) | ((u >> 13) & 0x3ff));
+}
+
+/* One input value of kind as a float (the f32 and 16-bit kinds). */
+static float
+fvalue(int kind, uint64_t h)
+{
+	if (kind == DATA_F32_EIGHTHS)
+		return (float)((int)(h % 4001) - 2000) * 0.125f;
+	if (kind == DATA_F32_UNIFORM)
+		return (float)(h >> 40) / 8388608.0f - 1.0f;
+	return (float)((int)(h % 65) - 32) * 0.25f;	/* quarters, +-8 */
+}
+
+/* One input value of kind as 32 bits (the 4-byte kinds). */
 static uint32_t
 value(int kind, uint64_t h)
 {
@@ -41,10 +94,7 @@ value(int kind, uint64_t h)
 
 	if (kind == DATA_I32)
 		return (uint32_t)h;
-	if (kind == DATA_F32_EIGHTHS)
-		f = (float)((int)(h % 4001) - 2000) * 0.125f;
-	else
-		f = (float)(h >> 40) / 8388608.0f - 1.0f;
+	f = fvalue(kind, h);
 	memcpy(&u, &f, sizeof(u));
 	return u;
 }
@@ -53,9 +103,30 @@ void
 data_fill(void *x, size_t n, int kind, uint64_t seed, unsigned int rank)
 {
 	uint32_t *u = x;
+	uint16_t *h = x;
 
+	if (data_esize(kind) == 2) {
+		for (size_t i = 0; i < n; i++)
+			h[i] = bits16(kind, fvalue(kind, mix(seed, rank, i)));
+		return;
+	}
 	for (size_t i = 0; i < n; i++)
 		u[i] = value(kind, mix(seed, rank, i));
+}
+
+/* The exact sums of a 16-bit kind, in the type (float sums of quarters
+ * are exact, and so is their conversion). */
+static void
+expect16(uint16_t *out, size_t n, int kind, uint64_t seed,
+	unsigned int world)
+{
+	for (size_t i = 0; i < n; i++) {
+		float s = 0;
+
+		for (unsigned int r = 0; r < world; r++)
+			s += fvalue(kind, mix(seed, r, i));
+		out[i] = bits16(kind, s);
+	}
 }
 
 /* Rank r's inputs x[a..a + n) of kind DATA_F32_UNIFORM. */
@@ -111,6 +182,10 @@ data_expect(void *out, size_t n, int kind, uint64_t seed,
 				world);
 		return;
 	}
+	if (data_esize(kind) == 2) {
+		expect16(out, n, kind, seed, world);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t su = 0;
 		float sf = 0;
@@ -134,8 +209,15 @@ size_t
 data_diff(const void *got, const void *want, size_t n, int kind)
 {
 	const uint32_t *g = got, *w = want;
+	const uint16_t *g16 = got, *w16 = want;
 	const float *gf = got, *wf = want;
 
+	if (data_esize(kind) == 2) {
+		for (size_t i = 0; i < n; i++)
+			if (g16[i] != w16[i])
+				return i;
+		return n;
+	}
 	for (size_t i = 0; i < n; i++)
 		if (kind == DATA_F32_EIGHTHS ? gf[i] != wf[i] : g[i] != w[i])
 			return i;
@@ -148,10 +230,13 @@ post_some(const struct tally_nccl_collnet *cn, void *cc, char *send,
 	char *recv, size_t n, int type, size_t chunk, void *smh, void *rmh,
 	void **reqs, unsigned int next, struct drive_res *res)
 {
+	size_t es = type == TALLY_NCCL_BFLOAT16 ||
+		type == TALLY_NCCL_FLOAT16 ? 2 : 4;
+
 	for (; next < res->requests; next++) {
 		size_t a = (size_t)next * chunk;
 		size_t k = n - a < chunk ? n - a : chunk;
-		int rc = cn->iallreduce(cc, send + a * 4, recv + a * 4, k,
+		int rc = cn->iallreduce(cc, send + a * es, recv + a * es, k,
 			type, TALLY_NCCL_SUM, smh, rmh, &reqs[next]);
 
 		if (rc != 0) {

@@ -16,8 +16,20 @@
 
 /* Input kinds: i32 (any value), f32 in eighths within +-250 (their sums
  * are exact in fixed point and in float alike), f32 uniform in [-1, 1)
- * (checked against the fixed-point reference request by request). */
-enum { DATA_I32 = 0, DATA_F32_EIGHTHS, DATA_F32_UNIFORM };
+ * (checked against the fixed-point reference request by request), bf16
+ * and f16 in quarters within +-8 (a sum of up to 8 ranks needs at most
+ * 8 significant bits, which bf16 has: exact in the type, so libtally's
+ * sum rounded once to it must be that sum, bit for bit). */
+enum {
+	DATA_I32 = 0, DATA_F32_EIGHTHS, DATA_F32_UNIFORM, DATA_BF16_QUARTERS,
+	DATA_F16_QUARTERS, DATA_NKINDS
+};
+
+/* Bytes of one element of kind (4, or 2 for bf16 and f16). */
+size_t data_esize(int kind);
+
+/* The NCCL type (TALLY_NCCL_*) of kind's elements. */
+int data_type(int kind);
 
 /* x[0..n) of rank for kind, seeded. */
 void data_fill(void *x, size_t n, int kind, uint64_t seed, unsigned int rank);

@@ -5,12 +5,15 @@
 # nccl-harness ranks in the testbed's worker namespaces against tally-dp
 # and tallyd (TLS rendezvous, tokens in files): the net's ring over TCP,
 # the collnet group joined through tallyd from handles the ranks
-# exchanged themselves, f32 and i32 allreduces of 0, 1, 257, 1000003 and
-# 16 Mi elements (64 MiB) with many requests in flight, every sum exact
-# (f32 in eighths: the float sum; uniform f32: libtally's fixed point,
-# request by request); the plugin timed against libtally's own call on
-# the same tensor and job; then rank 3 is killed and the others
-# get an error from test() within the context's timeout, never a hang.
+# exchanged themselves, f32, i32, bf16 and f16 allreduces of 0, 1, 257,
+# 1000003 and 16 Mi elements (64 MiB of f32) with many requests in
+# flight, every sum exact (f32 in eighths: the float sum; uniform f32:
+# libtally's fixed point, request by request; bf16 and f16 in quarters,
+# in place and out of place: the exact sum, which the type holds); a bf16
+# infinity failing test() on every rank; the plugin timed against
+# libtally's own call on the same tensor and job; then rank 3 is killed
+# and the others get an error from test() within the context's timeout,
+# never a hang.
 # And a rank whose tallyd is unreachable gets a clean error from connect
 # with NCCL's WARN line. docs/nccl.md.
 if [ -z "${TESTBED_N:-}" ]; then
@@ -59,8 +62,10 @@ dp_start
 ok $? "tally-dp starts"
 tallyd_start
 ok $? "tallyd starts (TLS rendezvous)"
-tctl --json job create nccl --world 4 >"$WORK/nccl.json"
-ok $? "job nccl, world 4"
+# narrow: bf16 then sums in 16-bit lanes (world 4 <= 7), f16 in 32-bit
+# (world 4 > 2), libtally's rule; i32 and f32 come back in 32 bits alike
+tctl --json job create nccl --world 4 --narrow >"$WORK/nccl.json"
+ok $? "job nccl, world 4, narrow"
 TF=$(token_file "$(jq_py 'j["token"]' <"$WORK/nccl.json")")
 URL=tally://$TESTBED_HOST_IP:$TALLYD_RDV_PORT/nccl
 
@@ -69,7 +74,7 @@ before=$(dp_counter contributions)
 for r in 0 1 2 3; do
 	rank "$r" "$URL" "$TF" "$WORK/h.$r" --world 4 \
 		--coord "$TESTBED_IP_1:$COORD_PORT" --kill-rank 3 \
-		--bench --bench-iters "${NCCL_BENCH_ITERS:-5}"
+		--bench --bench-iters "${NCCL_BENCH_ITERS:-5}" --verbose
 	RANK_PIDS="$RANK_PIDS $RPID"
 	eval "pid_$r=$RPID"
 done
@@ -86,10 +91,12 @@ ok $? "ranks 0-2 pass every check and exit 0; rank 3 died of SIGKILL"
 for r in 0 1 2 3; do
 	nok=$(grep -c "^rank $r: ok - " "$WORK/h.$r")
 	grep -q "^rank $r: not ok" "$WORK/h.$r"
-	[ $? -ne 0 ] && [ "$nok" -ge 22 ]
+	[ $? -ne 0 ] && [ "$nok" -ge 47 ]
 	ok $? "rank $r: $nok checks ok, none failed"
 done
-for kind in "i32" "f32 (eighths)" "f32 (uniform, against fixp)"; do
+for kind in "i32" "f32 (eighths)" "f32 (uniform, against fixp)" \
+	"bf16 (quarters, in place)" "bf16 (quarters, out of place)" \
+	"f16 (quarters, in place)" "f16 (quarters, out of place)"; do
 	for n in 0 1 257 1000003 16777216; do
 		c=$(grep -hF "ok - $kind n=$n: " "$WORK"/h.* | grep -c exact)
 		[ "$c" -eq 4 ]
@@ -97,6 +104,19 @@ for kind in "i32" "f32 (eighths)" "f32 (uniform, against fixp)"; do
 	done
 done
 grep -hF "n=16777216" "$WORK/h.0" | sed 's/^/# /'
+c=$(grep -l "NET/tally: .*: bf16 sums in 16-bit lanes, f16 in 32-bit (world 4, narrow results)" \
+	"$WORK"/h.* | wc -l)
+[ "$c" -eq 4 ]
+ok $? "connect names the lanes of libtally's rule: bf16 16-bit, f16 32-bit (narrow, world 4)"
+c=$(grep -h "ok - bf16 with +inf on rank 1: test() returned NCCL error" \
+	"$WORK"/h.* | grep -c "no fixed-point scale")
+grep -h "bf16 with +inf" "$WORK/h.0" | sed 's/^/# /'
+[ "$c" -eq 4 ]
+ok $? "a bf16 infinity on rank 1: every rank gets an error from test() and a WARN line"
+c=$(grep -hF "ok - bf16 after the infinity n=257: " "$WORK"/h.* |
+	grep -c exact)
+[ "$c" -eq 4 ]
+ok $? "the next bf16 tensor sums exactly on all 4 ranks"
 c=$(grep -h "ok - a second communicator on the same job: refused" \
 	"$WORK"/h.* | wc -l)
 [ "$c" -eq 4 ]

@@ -48,10 +48,13 @@ phase_tables(struct harness *h)
 			bad += s != (op == TALLY_NCCL_SUM &&
 				(t == TALLY_NCCL_FLOAT32 ||
 				 t == TALLY_NCCL_INT32 ||
-				 t == TALLY_NCCL_UINT32));
+				 t == TALLY_NCCL_UINT32 ||
+				 t == TALLY_NCCL_BFLOAT16 ||
+				 t == TALLY_NCCL_FLOAT16));
 		}
-	check(h, bad == 0, "reduceSupport: sum of f32, i32, u32 only; f16, "
-		"bf16, f64, i64, i8, fp8 and prod/max/min/avg refused");
+	check(h, bad == 0, "reduceSupport: sum of f32, i32, u32, bf16, f16 "
+		"only (host memory); f64, i64, i8, fp8 and prod/max/min/avg "
+		"refused");
 	return h->cctx != NULL ? 0 : -1;
 }
 
@@ -205,8 +208,21 @@ rejoin(struct harness *h)
 	return rc == 0 ? 0 : -1;
 }
 
-static const char *const kind_name[] = { "i32", "f32 (eighths)",
-	"f32 (uniform, against fixp)" };
+/* The tensors phase_data() sums: kind, in place or from a separate send
+ * buffer, and the name nccl_test.sh greps for. */
+static const struct data_case {
+	int kind;
+	int in_place;
+	const char *name;
+} cases[] = {
+	{ DATA_I32, 1, "i32" },
+	{ DATA_F32_EIGHTHS, 0, "f32 (eighths)" },
+	{ DATA_F32_UNIFORM, 0, "f32 (uniform, against fixp)" },
+	{ DATA_BF16_QUARTERS, 1, "bf16 (quarters, in place)" },
+	{ DATA_BF16_QUARTERS, 0, "bf16 (quarters, out of place)" },
+	{ DATA_F16_QUARTERS, 1, "f16 (quarters, in place)" },
+	{ DATA_F16_QUARTERS, 0, "f16 (quarters, out of place)" },
+}, after_inf = { DATA_BF16_QUARTERS, 1, "bf16 after the infinity" };
 
 /* Elements a request: thirds of small tensors (several requests even
  * for 257), --chunk for large ones. */
@@ -218,33 +234,66 @@ chunk_for(const struct harness *h, size_t n)
 	return h->chunk;
 }
 
-/* One tensor of kind and n elements: in place for i32, from a separate
- * send buffer for f32; the sums checked against every rank's inputs. */
-static int
-one_case(struct harness *h, int kind, size_t n)
+/* Prints element i of got and want (a WRONG sum). */
+static void
+show_diff(const struct harness *h, const void *got, const void *want,
+	size_t i, int kind)
 {
-	int type = kind == DATA_I32 ? TALLY_NCCL_INT32 : TALLY_NCCL_FLOAT32;
-	size_t chunk = chunk_for(h, n), bytes = n * 4 + 4, bad;
+	if (data_esize(kind) == 2)
+		printf("rank %u:   element %zu: got %04x want %04x\n", h->rank,
+			i, ((const uint16_t *)got)[i],
+			((const uint16_t *)want)[i]);
+	else
+		printf("rank %u:   element %zu: got %08x want %08x\n", h->rank,
+			i, ((const uint32_t *)got)[i],
+			((const uint32_t *)want)[i]);
+}
+
+/* Out of place: whether send still holds this rank's inputs. */
+static int
+send_kept(const struct harness *h, const struct data_case *dc,
+	const char *send, size_t n, size_t bytes)
+{
+	char *x = malloc(bytes);
+	int same;
+
+	data_fill(x, n, dc->kind, h->seed + n, h->rank);
+	same = memcmp(x, send, n * data_esize(dc->kind)) == 0;
+	free(x);
+	return same;
+}
+
+/* One tensor of n elements as dc says; the sums checked against every
+ * rank's inputs, and out of place that send was left alone. */
+static int
+one_case(struct harness *h, const struct data_case *dc, size_t n)
+{
+	int kind = dc->kind;
+	size_t chunk = chunk_for(h, n), bytes = (n + 1) * data_esize(kind);
 	char *send = malloc(bytes), *want = malloc(bytes);
-	char *recv = kind == DATA_I32 ? send : malloc(bytes);
+	char *recv = dc->in_place ? send : malloc(bytes);
 	void *sm = NULL, *rm = NULL;
 	struct drive_res res;
+	size_t bad;
+	int kept = 1;
 
 	data_fill(send, n, kind, h->seed + n, h->rank);
 	data_expect(want, n, kind, h->seed + n, h->world, chunk);
 	h->p.coll->reg_mr(h->cc, send, bytes, TALLY_NCCL_PTR_HOST, &sm);
 	if (recv != send)
 		h->p.coll->reg_mr(h->cc, recv, bytes, TALLY_NCCL_PTR_HOST, &rm);
-	drive(h->p.coll, h->cc, send, recv, n, type, chunk, sm,
+	drive(h->p.coll, h->cc, send, recv, n, data_type(kind), chunk, sm,
 		recv != send ? rm : sm, h->limit, &res);
 	bad = res.nccl == 0 ? data_diff(recv, want, n, kind) : 0;
-	check(h, res.nccl == 0 && bad == n, "%s n=%zu: %u requests in "
-		"flight (%u NULL: back-pressure), %s, %.3f s", kind_name[kind],
+	if (recv != send)
+		kept = send_kept(h, dc, send, n, bytes);
+	check(h, res.nccl == 0 && bad == n && kept, "%s n=%zu: %u requests "
+		"in flight (%u NULL: back-pressure), %s%s, %.3f s", dc->name,
 		n, res.requests, res.nulls, res.nccl != 0 ? "an NCCL error" :
-		bad == n ? "exact" : "WRONG", res.secs);
+		bad == n ? "exact" : "WRONG", kept ? "" : ", send CHANGED",
+		res.secs);
 	if (res.nccl == 0 && bad != n)
-		printf("rank %u:   element %zu: got %08x want %08x\n", h->rank,
-			bad, ((uint32_t *)recv)[bad], ((uint32_t *)want)[bad]);
+		show_diff(h, recv, want, bad, kind);
 	h->p.coll->dereg_mr(h->cc, sm);
 	if (recv != send) {
 		h->p.coll->dereg_mr(h->cc, rm);
@@ -255,14 +304,45 @@ one_case(struct harness *h, int kind, size_t n)
 	return res.nccl == 0 ? 0 : -1;
 }
 
-/* Every kind at every size. */
+/*
+ * A bf16 infinity on rank 1 (one request, so that nothing of the tensor
+ * stays queued): libtally refuses the scale on every rank (-ERANGE),
+ * which must reach every rank as an error from test() with a WARN line,
+ * not a hang; the context stays usable, so the next tensor sums.
+ */
+static int
+inf_case(struct harness *h)
+{
+	size_t n = 257;
+	uint16_t *buf = malloc(n * sizeof(*buf));
+	void *mh = NULL;
+	struct drive_res res;
+
+	data_fill(buf, n, DATA_BF16_QUARTERS, h->seed, h->rank);
+	if (h->rank == 1 % h->world)
+		buf[100] = 0x7f80;	/* +inf */
+	h->p.coll->reg_mr(h->cc, buf, n * 2, TALLY_NCCL_PTR_HOST, &mh);
+	drive(h->p.coll, h->cc, buf, buf, n, TALLY_NCCL_BFLOAT16, n, mh, mh,
+		h->limit, &res);
+	check(h, res.nccl > 0 && strstr(tnl_last_warn(), "no fixed-point "
+		"scale") != NULL, "bf16 with +inf on rank %u: test() returned "
+		"NCCL error %d after %.3f s (WARN: %s)", 1 % h->world, res.nccl,
+		res.err_after, tnl_last_warn());
+	h->p.coll->dereg_mr(h->cc, mh);
+	free(buf);
+	return res.nccl > 0 ? one_case(h, &after_inf, n) : -1;
+}
+
+/* Every case at every size, then the infinity. */
 int
 phase_data(struct harness *h)
 {
-	for (int kind = DATA_I32; kind <= DATA_F32_UNIFORM; kind++)
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
 		for (unsigned int i = 0; i < h->nsizes; i++)
-			if (one_case(h, kind, h->sizes[i]) != 0)
+			if (one_case(h, &cases[c], h->sizes[i]) != 0)
 				return -1;
+	if (inf_case(h) != 0)
+		return -1;
 	return coord_barrier(h->co) == 0 ? 0 : -1;
 }
 
