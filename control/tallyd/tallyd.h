@@ -231,6 +231,7 @@ extern const char *const tallyd_jf_names[TALLYD_JF_MAX_];
 struct tallyd_stats {
 	uint64_t joins;		/* ranks that reached ready */
 	uint64_t memberships;	/* memberships formed */
+	uint64_t ring_memberships; /* of those, on the ring fallback */
 	uint64_t join_failures[TALLYD_JF_MAX_];
 	uint64_t ctl_requests;
 	uint64_t ctl_errors;

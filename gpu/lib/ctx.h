@@ -385,6 +385,19 @@ int tally_lib_ctx_open(const struct tally_ctx_opts *o, struct tally_ring *g,
 int tally_lib_ring_open(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
 	struct tally_ring *g);
 int tally_lib_ring_run(struct tally_ctx *ctx, const struct tally_round *r);
+
+/*
+ * tally_open()'s ring: a context on the ring that tallyd's READY lists
+ * (every rank's listener), with base's options (borrowed), the key
+ * derived from the job's name, its token (64 hex digits) and READY's
+ * epoch, on listener g (taken over, also on failure), joined before
+ * deadline (CLOCK_MONOTONIC ms). Warns on stderr that the job runs on
+ * the fallback. 0 or -errno with the open error set.
+ */
+struct tally_rdv_msg;
+int tally_lib_ring_ctx(const struct tally_ctx_opts *base,
+	const struct tally_rdv_msg *ready, const char *job, const char *token,
+	struct tally_ring *g, int64_t deadline, struct tally_ctx **out);
 void tally_lib_ring_stats(const struct tally_ctx *ctx,
 	struct tally_ctx_stats *st);
 

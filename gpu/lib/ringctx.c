@@ -20,6 +20,7 @@
 
 #include "chan.h"
 #include "ctx.h"
+#include "rdv/msg.h"
 #include "ring.h"
 
 #define NOT_ON_RING	"the ring fallback carries sums of i32 and f32 " \
@@ -195,4 +196,60 @@ tally_lib_ring_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 	st->ring_calls = rs.calls;
 	st->ring_refused = rs.refused;
 	st->ring_bad_frames = rs.bad_frames;
+}
+
+/* 64 hex digits into 32 bytes. */
+static void
+unhex(const char *hex, uint8_t out[32])
+{
+	for (unsigned int i = 0; i < 32; i++) {
+		char b[3] = { hex[2 * i], hex[2 * i + 1], 0 };
+
+		out[i] = (uint8_t)strtoul(b, NULL, 16);
+	}
+}
+
+int
+tally_lib_ring_ctx(const struct tally_ctx_opts *base,
+	const struct tally_rdv_msg *ready, const char *job, const char *token,
+	struct tally_ring *g, int64_t deadline, struct tally_ctx **out)
+{
+	struct tally_ctx_opts o = *base;
+	char addrs[TALLY_RDV_MAX_RING][24];
+	const char *addrv[TALLY_RDV_MAX_RING];
+	uint8_t tok[32], key[TALLY_RING_KEY_LEN];
+	int64_t left = deadline - tally_chan_now_ms();
+	int rc;
+
+	if (ready->nring != o.world) {
+		tally_ring_destroy(g);
+		return tally_ctx_open_fail(-EPROTO, "tallyd's ring lists %u "
+			"members, the world is %u", ready->nring, o.world);
+	}
+	for (unsigned int r = 0; r < ready->nring; r++) {
+		struct in_addr a = { .s_addr = htonl(ready->ring[r].ip) };
+
+		snprintf(addrs[r], sizeof(addrs[r]), "%s:%u", inet_ntoa(a),
+			ready->ring[r].port);
+		addrv[r] = addrs[r];
+	}
+	unhex(token, tok);
+	tally_ring_key(tok, job, ready->epoch, key);
+	explicit_bzero(tok, sizeof(tok));
+	o.transport = "ring";
+	o.ring = addrv;
+	o.ring_key = key;
+	o.shards = NULL;
+	o.nshards = 0;
+	o.group_addr = NULL;
+	o.ifname = NULL;
+	o.queue = 0;
+	o.join_timeout_ms = left > 1000 ? (unsigned int)left : 1000;
+	fprintf(stderr, "libtally: WARNING: job '%s' membership %u has no "
+		"live dataplane: rank %u of %u runs on the ring fallback (TCP "
+		"among the workers, no in-network aggregation)\n", job,
+		ready->epoch, o.rank, o.world);
+	rc = tally_lib_ctx_open(&o, g, out);
+	explicit_bzero(key, sizeof(key));
+	return rc;
 }
