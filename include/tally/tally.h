@@ -197,7 +197,7 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
 /*
  * Joins a job through tallyd and opens a context for it: url is
  * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]
- * [&transport=udp|xdp|rdma][&rdma_device=NAME][&ifname=IF][&queue=N]"
+ * [&transport=udp|xdp|rdma|ring][&rdma_device=NAME][&ifname=IF][&queue=N]"
  * (port 7470 by default; the job's transport, from tallyd, unless
  * transport= asks for one: a job of the other fails with
  * -EPROTONOSUPPORT; xdp is the worker's choice for a udp job, on
@@ -229,6 +229,15 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
  *               side only); -ECONNREFUSED etc.: no tallyd
  * Calling it again after an allreduce failed (e.g. after a dataplane
  * restart) forms a new membership with fresh slots: every rank must.
+ *
+ * The ring fallback (docs/scale-out.md): tally_open() also opens a TCP
+ * listener (on the address it reaches tallyd from, or bind_addr) and
+ * names it in its join. When the job has no live dataplane, or the URL's
+ * transport=ring (or opts' transport "ring") asks for it, tallyd forms
+ * the membership without a dataplane and gives every rank the others'
+ * listeners: the context then runs on a TCP ring among the workers
+ * (tally_ctx_info()'s transport "ring"; a WARNING on stderr), with the
+ * results the dataplane would give (tally_ctx_open(), transport "ring").
  */
 int tally_open(const char *url, const char *token, unsigned int rank,
 	unsigned int world, struct tally_ctx **out);
