@@ -40,6 +40,8 @@
 #define MAC_LEN		32
 #define NONCE_LEN	16
 #define RETRY_MS	20
+#define HELLO_MS	2000	/* a connection's HELLO, at most: the right
+				 * peer sends it as it connects */
 
 enum { T_HELLO = 1, T_CHAL = 2, T_PROOF = 3 };
 
@@ -274,7 +276,9 @@ accept_left(struct tally_ring *g, int64_t deadline, uint8_t *hello,
 		fd = accept4(g->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		rc = tally_ring_io(fd, hello, HELLO_LEN, 0, deadline);
+		left = tally_chan_now_ms() + HELLO_MS;
+		rc = tally_ring_io(fd, hello, HELLO_LEN, 0, left < deadline ?
+			left : deadline);
 		if (rc != 0 || !head_ok(hello, T_HELLO) ||
 				hello[8] != g->world || hello[9] != g->left_rank ||
 				hello[10] != g->rank) {

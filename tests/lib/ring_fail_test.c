@@ -3,8 +3,9 @@
  * The ring fallback's failures, over loopback TCP: a killed peer (the
  * other ranks are processes of their own) and a stopped one give an
  * error on every other rank within the timeout, never a hang; hellos
- * that are junk, of another world or rank, or that cannot prove the
- * key are refused and counted while the right peer still gets in;
+ * that are silent, junk, of another world or rank, or that cannot
+ * prove the key are refused and counted while the right peer still
+ * gets in;
  * members with another key (job, token or epoch) cannot form a ring;
  * ranks out of step (another size) are refused with -EPROTO and
  * counted; a call the ring does not carry gives -EOPNOTSUPP and leaves
@@ -293,11 +294,12 @@ bad_hellos(void **state)
 	uint8_t forged[28 + 40] = { 'T', 'R', 'N', 'G', 1, 1, 0, 0, 2, 0, 1 };
 	struct rank k[2] = { 0 };
 	int32_t v[2][3] = { { 1, 2, 3 }, { 4, 5, 6 } };
-	int fd[3];
+	int fd[4];
 
 	(void)state;
 	listeners(2);
 	/* Queued at rank 1 before rank 0 connects: refused in turn. */
+	fd[3] = send_raw(junk, 0);	/* silent: refused after 2 s */
 	fd[0] = send_raw(junk, sizeof(junk));
 	fd[1] = send_raw(world3, sizeof(world3));
 	memcpy(forged + 28, "TRNG\x01\x03\0\0", 8);	/* a proof, junk MAC */
@@ -312,9 +314,9 @@ bad_hellos(void **state)
 				k[r].err);
 		assert_int_equal(v[r][2], 9);
 	}
-	assert_int_equal(k[1].st.ring_refused, 3);
+	assert_int_equal(k[1].st.ring_refused, 4);
 	assert_int_equal(k[0].st.ring_refused, 0);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		close(fd[i]);
 }
 
