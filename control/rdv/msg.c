@@ -380,9 +380,9 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	if (fb != NULL && (!json_is_string(fb) ||
 			strcmp(json_string_value(fb), "ring") != 0))
 		return fail(why, wlen, "'fallback' can only be \"ring\"");
-	m->fallback = fb != NULL;
+	m->ring_fallback = fb != NULL;
 	/* On the ring fallback the dataplane may be unknown. */
-	if ((!m->fallback || json_object_get(o, "dp_ip") != NULL) &&
+	if ((!m->ring_fallback || json_object_get(o, "dp_ip") != NULL) &&
 			(get_ip(o, "dp_ip", 0, &m->dp_ip, why, wlen) ||
 			get_uint(o, "dp_port", 1, 65535, &port, why, wlen) ||
 			get_uint(o, "dp_nports", 1, 65535, &nports, why,
@@ -664,7 +664,7 @@ ring_json(const struct tally_rdv_msg *m, json_t *o)
 	} else if (m->op == TALLY_RDV_JOIN && m->ring_want) {
 		return -1;
 	}
-	if (m->op == TALLY_RDV_PARAMS && m->fallback)
+	if (m->op == TALLY_RDV_PARAMS && m->ring_fallback)
 		json_object_set_new(o, "fallback", json_string("ring"));
 	if (m->op != TALLY_RDV_READY || m->nring == 0)
 		return 0;
@@ -697,7 +697,7 @@ build_op(const struct tally_rdv_msg *m)
 			"join", "v", TALLY_RDV_VERSION, "job", m->job, "token",
 			m->token, "rank", m->rank, "world", m->world);
 	case TALLY_RDV_PARAMS:
-		if ((m->dp_port == 0 && !m->fallback) ||
+		if ((m->dp_port == 0 && !m->ring_fallback) ||
 				(m->dp_port != 0 && m->dp_nports == 0) ||
 				m->dp_port + m->dp_nports - 1 > 65535 ||
 				m->window == 0 || m->window > MAX_WINDOW ||

@@ -103,7 +103,7 @@ struct tally_rdv_msg {
 				 * the worker's ring listener; 0: none */
 	uint8_t ring_want;	/* JOIN: optional "transport": "ring", the
 				 * worker asks for the ring (needs "ring") */
-	uint8_t fallback;	/* PARAMS: optional "fallback": "ring", no
+	uint8_t ring_fallback;	/* PARAMS: optional "fallback": "ring", no
 				 * live dataplane: the membership runs on
 				 * the ring; dp_ip, dp_port and dp_nports
 				 * may then be absent (0) */

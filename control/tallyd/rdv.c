@@ -276,16 +276,17 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 		return tallyd_rdv_fail(d, c, ERANGE, TALLYD_JF_BAD_RANK,
 			"rank %u is outside 0..%u of job '%s'", m->rank,
 			j->world - 1, m->job);
-	if (j->joiners[m->rank] != NULL)
-		return tallyd_rdv_fail(d, c, EEXIST, TALLYD_JF_DUPLICATE_RANK,
-			"rank %u already joined job '%s'", m->rank, m->job);
+	/* The ring fallback first: it serves a job with no dataplane. */
 	c->ring = m->ring_addr;
 	c->ring_want = m->ring_want;
 	if (!tallyd_rdv_ring_addr_ok(d, c, j, m->rank))
 		return;
 	c->ring_fb = tallyd_rdv_ring_join(d, j, c);
-	p.fallback = c->ring_fb;
-	if ((err = params_shards(d, j, &p)) >= 0 && p.fallback)
+	if (j->joiners[m->rank] != NULL)
+		return tallyd_rdv_fail(d, c, EEXIST, TALLYD_JF_DUPLICATE_RANK,
+			"rank %u already joined job '%s'", m->rank, m->job);
+	p.ring_fallback = c->ring_fb;
+	if ((err = params_shards(d, j, &p)) >= 0 && p.ring_fallback)
 		p.dp_ip = p.dp_port = p.dp_nports = p.nshards = 0;
 	else if (err >= 0)
 		return tallyd_rdv_fail(d, c, EHOSTDOWN, TALLYD_JF_DP_DOWN,
@@ -299,12 +300,12 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	p.group_ip = j->group_ip;
 	p.group_port = j->group_port;
 	strcpy(p.codec, j->codec);
-	if (j->rdma && !p.fallback &&
+	if (j->rdma && !p.ring_fallback &&
 			tallyd_dpc_qpns(d, j->sh[0].dp, p.qpns, &p.nqpns) != 0)
 		return tallyd_rdv_fail(d, c, EPROTONOSUPPORT,
 			TALLYD_JF_DP_DOWN, "job '%s' runs over RDMA, and the "
 			"dataplane (tally-dp) offers no RoCEv2 QPNs", j->name);
-	p.rdma = j->rdma && !p.fallback;
+	p.rdma = j->rdma && !p.ring_fallback;
 	p.qkey = j->qkey;
 	if (tallyd_rdv_send(c, &p) != 0) {
 		tallyd_rdv_finish(c, NULL);

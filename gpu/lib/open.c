@@ -616,18 +616,50 @@ url_transport(const struct url *u, struct tally_ctx_opts *o)
 		o->queue = (uint16_t)u->queue;
 }
 
+/*
+ * One rendezvous: the channel to tallyd, the ring listener, join,
+ * params, then the dataplane's context or the ring's into *out.
+ */
+static int
+join_once(const struct url *u, struct tally_ctx_opts *o,
+	struct tally_rdv_msg *join, int64_t deadline, struct tally_ctx **out)
+{
+	struct tally_chan *ch = NULL;
+	struct tally_ring *g = NULL;
+	struct tally_rdv_msg p;
+	uint32_t lip = 0;
+	int rc;
+
+	if ((rc = open_chan(u, o, deadline, &ch, &lip)) != 0)
+		return rc;
+	if ((rc = ring_listen(o, lip, join, &g)) != 0) {
+		/* no ring, nothing sent yet */
+	} else if ((rc = send_msg(ch, join, deadline)) != 0) {
+		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
+			strerror(-rc));
+	} else if ((rc = recv_msg(ch, &p, deadline, "params")) == 0) {
+		if (p.op != TALLY_RDV_PARAMS)
+			rc = tally_ctx_open_fail(-EPROTO, "tallyd answered "
+				"the join out of order");
+		else if (p.ring_fallback)
+			rc = join_ring(ch, &p, o, join, &g, deadline, out);
+		else
+			rc = join_rest(ch, &p, o, join, &g, deadline, out);
+	}
+	tally_ring_destroy(g);
+	tally_chan_close(ch);
+	return rc;
+}
+
 int
 tally_open_opts(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base,
 	struct tally_ctx **out)
 {
-	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN }, p;
-	struct tally_ctx_opts o = { 0 };
-	struct tally_chan *ch = NULL;
-	struct tally_ring *g = NULL;
+	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN };
+	struct tally_ctx_opts o = { 0 }, o0;
 	struct url u;
 	int64_t deadline;
-	uint32_t lip = 0;
 	int rc;
 
 	tally_ctx_open_fail(0, "%s", "");
@@ -639,7 +671,7 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 	if (parse_url(url, &u) != 0)
 		return tally_ctx_open_fail(-EINVAL, "'%s' is not "
 			"tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]"
-			"[&transport=udp|xdp|rdma][&rdma_device=NAME]"
+			"[&transport=udp|xdp|rdma|ring][&rdma_device=NAME]"
 			"[&ifname=IF][&queue=N]",
 			url != NULL ? url : "(null)");
 	url_transport(&u, &o);
@@ -657,25 +689,19 @@ tally_open_opts(const char *url, const char *token, unsigned int rank,
 	deadline = now_ms() + (o.join_timeout_ms != 0 ? o.join_timeout_ms :
 		DEFAULT_JOIN_MS);
 
-	if ((rc = open_chan(&u, &o, deadline, &ch, &lip)) != 0)
-		return rc;
-	if ((rc = ring_listen(&o, lip, &join, &g)) != 0) {
-		/* no ring, nothing sent yet */
-	} else if ((rc = send_msg(ch, &join, deadline)) != 0) {
-		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
-			strerror(-rc));
-	} else if ((rc = recv_msg(ch, &p, deadline, "params")) == 0) {
-		if (p.op != TALLY_RDV_PARAMS)
-			rc = tally_ctx_open_fail(-EPROTO, "tallyd answered "
-				"the join out of order");
-		else if (p.fallback)
-			rc = join_ring(ch, &p, &o, &join, &g, deadline, out);
-		else
-			rc = join_rest(ch, &p, &o, &join, &g, deadline, out);
+	o0 = o;
+	rc = join_once(&u, &o, &join, deadline, out);
+	/*
+	 * tallyd's "no capacity left" (ENOSPC: every dataplane of the job
+	 * is gone, epochs): once more, asking for the ring fallback.
+	 */
+	if (rc == -ENOSPC && (o0.transport == NULL ||
+			strcmp(o0.transport, "ring") != 0)) {
+		o = o0;
+		o.transport = "ring";
+		rc = join_once(&u, &o, &join, deadline, out);
 	}
-	tally_ring_destroy(g);
 	explicit_bzero(join.token, sizeof(join.token));
-	tally_chan_close(ch);
 	return rc;
 }
 

@@ -399,12 +399,12 @@ ring_fallback(void **state)
 	m.ring_addr.port = 0;	/* asking for the ring needs an address */
 	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
 
-	m = (struct tally_rdv_msg){ .op = TALLY_RDV_PARAMS, .fallback = 1,
+	m = (struct tally_rdv_msg){ .op = TALLY_RDV_PARAMS, .ring_fallback = 1,
 		.window = 8, .max_elems = 256 };
 	roundtrip(&m, &out);
-	assert_int_equal(out.fallback, 1);
+	assert_int_equal(out.ring_fallback, 1);
 	assert_int_equal(out.dp_ip, 0);
-	m.fallback = 0;		/* no dataplane and no fallback */
+	m.ring_fallback = 0;		/* no dataplane and no fallback */
 	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
 
 	m = (struct tally_rdv_msg){ .op = TALLY_RDV_READY, .nring = 64,
