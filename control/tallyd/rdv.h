@@ -131,7 +131,10 @@ void tallyd_rdv_left(struct tallyd_rdv_conn *c);
 bool tallyd_rdv_ring_addr_ok(struct tallyd *d, struct tallyd_rdv_conn *c,
 	const struct tallyd_job *j, unsigned int rank);
 
-/* Whether every dataplane of j is down (tallyd cannot program it). */
+/*
+ * Whether every dataplane of j is dead (tallyd_dpc_dead(): no process
+ * answers its admin socket), not merely stalled.
+ */
 bool tallyd_rdv_dps_down(struct tallyd *d, const struct tallyd_job *j);
 
 /*

@@ -40,8 +40,9 @@ tallyd_rdv_ring_addr_ok(struct tallyd *d, struct tallyd_rdv_conn *c,
 bool
 tallyd_rdv_dps_down(struct tallyd *d, const struct tallyd_job *j)
 {
+	/* Dead, not stalled: a stopped tally-dp's ranks wait for it. */
 	for (unsigned int k = 0; k < j->nshards; k++)
-		if (tallyd_dpc_up(d->dps[j->sh[k].dp].dpc))
+		if (!tallyd_dpc_dead(d->dps[j->sh[k].dp].dpc))
 			return false;
 	return true;
 }
