@@ -157,6 +157,83 @@ tally_rdv_group_parse(const char *s, uint32_t *ip, uint16_t *port)
 	return 0;
 }
 
+/* The ring fallback's optional keys: JOIN's, PARAMS' and READY's. */
+static int
+ring_key(enum tally_rdv_op op, const char *k)
+{
+	return (op == TALLY_RDV_JOIN && (strcmp(k, "ring") == 0 ||
+			strcmp(k, "transport") == 0)) ||
+		(op == TALLY_RDV_PARAMS && strcmp(k, "fallback") == 0) ||
+		(op == TALLY_RDV_READY && strcmp(k, "ring") == 0);
+}
+
+/* "IP:PORT" (unicast, port 1..65535) from x into *a. 0 or -1. */
+static int
+get_addr(json_t *x, struct tally_rdv_addr *a)
+{
+	const char *s = json_string_value(x);
+	char buf[32], *colon, *end;
+	struct in_addr in;
+	unsigned long p;
+	uint32_t h;
+
+	if (s == NULL || strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	if ((colon = strchr(buf, ':')) == NULL)
+		return -1;
+	*colon = '\0';
+	p = strtoul(colon + 1, &end, 10);
+	if (inet_pton(AF_INET, buf, &in) != 1 || end == colon + 1 ||
+			*end != '\0' || p < 1 || p > 65535 ||
+			colon[1] == '-' || colon[1] == '+')
+		return -1;
+	h = ntohl(in.s_addr);
+	if (h == 0 || IN_MULTICAST(h) || h == INADDR_BROADCAST)
+		return -1;
+	a->ip = h;
+	a->port = (uint16_t)p;
+	return 0;
+}
+
+/* JOIN's optional "ring" and "transport" into m. */
+static int
+parse_join_ring(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	json_t *ring = json_object_get(o, "ring");
+	json_t *tp = json_object_get(o, "transport");
+
+	if (ring != NULL && get_addr(ring, &m->ring_addr) != 0)
+		return fail(why, wlen, "'ring' must be \"IP:PORT\" of a "
+			"unicast address");
+	if (tp != NULL && (!json_is_string(tp) || strcmp(json_string_value(
+			tp), "ring") != 0 || ring == NULL))
+		return fail(why, wlen, "'transport' can only be \"ring\", "
+			"with 'ring'");
+	m->ring_want = tp != NULL;
+	return 0;
+}
+
+/* READY's optional "ring": 1..64 "IP:PORT", rank order. */
+static int
+parse_ready_ring(json_t *a, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	json_t *x;
+	size_t i;
+
+	if (a == NULL)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) < 1 ||
+			json_array_size(a) > TALLY_RDV_MAX_RING)
+		return fail(why, wlen, "'ring' must list 1..%d members",
+			TALLY_RDV_MAX_RING);
+	json_array_foreach(a, i, x)
+		if (get_addr(x, &m->ring[i]) != 0)
+			return fail(why, wlen, "'ring' entries are \"IP:PORT\"");
+	m->nring = (uint16_t)i;
+	return 0;
+}
+
 static int
 check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 {
@@ -173,7 +250,8 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 				 strcmp(k, "shards") == 0 ||
 				 strcmp(k, "auth") == 0)) ||
 				(op == TALLY_RDV_MEMBER && strcmp(k, "qpn") == 0) ||
-				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0))
+				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0) ||
+				ring_key(op, k))
 			continue;
 		if (epoch_key(op, k))
 			continue;
@@ -217,7 +295,7 @@ parse_join(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	strcpy(m->token, tok);
 	m->rank = (unsigned int)rank;
 	m->world = (unsigned int)world;
-	return 0;
+	return parse_join_ring(o, m, why, wlen);
 }
 
 /* A 24-bit QP number (1..0xffffff) from x into *qpn: 0 or -1. */
@@ -312,18 +390,27 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 	struct tally_codec c;
 	char cwhy[120];
 
-	if (get_uint(o, "errno", 0, 0, &e, why, wlen) ||
-			get_ip(o, "dp_ip", 0, &m->dp_ip, why, wlen) ||
+	json_t *fb = json_object_get(o, "fallback");
+
+	if (fb != NULL && (!json_is_string(fb) ||
+			strcmp(json_string_value(fb), "ring") != 0))
+		return fail(why, wlen, "'fallback' can only be \"ring\"");
+	m->ring_fallback = fb != NULL;
+	/* On the ring fallback the dataplane may be unknown. */
+	if ((!m->ring_fallback || json_object_get(o, "dp_ip") != NULL) &&
+			(get_ip(o, "dp_ip", 0, &m->dp_ip, why, wlen) ||
 			get_uint(o, "dp_port", 1, 65535, &port, why, wlen) ||
 			get_uint(o, "dp_nports", 1, 65535, &nports, why,
-				wlen) ||
+				wlen)))
+		return -EPROTO;
+	if (get_uint(o, "errno", 0, 0, &e, why, wlen) ||
 			get_uint(o, "job_id", 0, 65535, &id, why, wlen) ||
 			get_uint(o, "window", 1, MAX_WINDOW, &window, why,
 				wlen) ||
 			get_uint(o, "max_elems", 1, TALLY_MAX_ELEMS, &elems,
 				why, wlen))
 		return -EPROTO;
-	if (port + nports - 1 > 65535)
+	if (port != 0 && port + nports - 1 > 65535)
 		return fail(why, wlen, "'dp_port' + 'dp_nports' passes 65535");
 	if (!json_is_boolean(narrow))
 		return fail(why, wlen, "'narrow' must be true or false");
@@ -414,6 +501,8 @@ parse_ready(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 		return fail(why, wlen, "'wire_token' must be 16 hex digits");
 	m->wire_token = strtoull(tok, NULL, 16);
 	m->epoch = (uint32_t)epoch;
+	if (parse_ready_ring(json_object_get(o, "ring"), m, why, wlen) != 0)
+		return -EPROTO;
 	return parse_auth(json_object_get(o, "auth"), m, why, wlen);
 }
 
@@ -568,7 +657,54 @@ params_shards(const struct tally_rdv_msg *m, json_t *o)
 }
 
 static json_t *
-build(const struct tally_rdv_msg *m)
+addr_json(const struct tally_rdv_addr *a)
+{
+	struct in_addr in = { .s_addr = htonl(a->ip) };
+	char ip[INET_ADDRSTRLEN], s[32];
+
+	inet_ntop(AF_INET, &in, ip, sizeof(ip));
+	snprintf(s, sizeof(s), "%s:%u", ip, a->port);
+	return json_string(s);
+}
+
+/*
+ * The ring fallback's keys of m into o (JOIN's "ring" and "transport",
+ * PARAMS' "fallback", READY's "ring"): 0, or -1 for what the parser
+ * refuses.
+ */
+static int
+ring_json(const struct tally_rdv_msg *m, json_t *o)
+{
+	json_t *a;
+
+	if (m->op == TALLY_RDV_JOIN && m->ring_addr.port != 0) {
+		if (m->ring_addr.ip == 0)
+			return -1;
+		json_object_set_new(o, "ring", addr_json(&m->ring_addr));
+		if (m->ring_want)
+			json_object_set_new(o, "transport", json_string("ring"));
+	} else if (m->op == TALLY_RDV_JOIN && m->ring_want) {
+		return -1;
+	}
+	if (m->op == TALLY_RDV_PARAMS && m->ring_fallback)
+		json_object_set_new(o, "fallback", json_string("ring"));
+	if (m->op != TALLY_RDV_READY || m->nring == 0)
+		return 0;
+	if (m->nring > TALLY_RDV_MAX_RING || (a = json_array()) == NULL)
+		return -1;
+	for (unsigned int i = 0; i < m->nring; i++) {
+		if (m->ring[i].ip == 0 || m->ring[i].port == 0) {
+			json_decref(a);
+			return -1;
+		}
+		json_array_append_new(a, addr_json(&m->ring[i]));
+	}
+	return json_object_set_new(o, "ring", a);
+}
+
+/* m as JSON, but for the ring fallback's keys (ring_json()). */
+static json_t *
+build_op(const struct tally_rdv_msg *m)
 {
 	char s[64];
 	json_t *o;
@@ -587,17 +723,24 @@ build(const struct tally_rdv_msg *m)
 				json_integer((json_int_t)m->epoch));
 		return o;
 	case TALLY_RDV_PARAMS:
-		if (m->dp_port == 0 || m->dp_nports == 0 ||
+		if ((m->dp_port == 0 && !m->ring_fallback) ||
+				(m->dp_port != 0 && m->dp_nports == 0) ||
 				m->dp_port + m->dp_nports - 1 > 65535 ||
 				m->window == 0 || m->window > MAX_WINDOW ||
 				m->max_elems == 0 ||
 				m->max_elems > TALLY_MAX_ELEMS)
 			return NULL;
-		o = json_pack("{s:s, s:i, s:o, s:i, s:i, s:i, s:i, s:i, s:b}",
-			"op", "params", "errno", 0, "dp_ip", ip_json(m->dp_ip),
-			"dp_port", m->dp_port, "dp_nports", m->dp_nports,
+		o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:b}",
+			"op", "params", "errno", 0,
 			"job_id", m->job_id, "window", m->window, "max_elems",
 			m->max_elems, "narrow", m->narrow);
+		if (o != NULL && m->dp_port != 0) {
+			json_object_set_new(o, "dp_ip", ip_json(m->dp_ip));
+			json_object_set_new(o, "dp_port",
+				json_integer(m->dp_port));
+			json_object_set_new(o, "dp_nports",
+				json_integer(m->dp_nports));
+		}
 		if (o != NULL && m->auth)
 			json_object_set_new(o, "auth", json_true());
 		if (o != NULL && m->codec[0] != '\0') {
@@ -656,6 +799,18 @@ build(const struct tally_rdv_msg *m)
 		return o;
 	}
 	return NULL;
+}
+
+static json_t *
+build(const struct tally_rdv_msg *m)
+{
+	json_t *o = build_op(m);
+
+	if (o != NULL && ring_json(m, o) != 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 int

@@ -22,6 +22,7 @@
 #define TALLY_RDV_ERROR_MAX	255
 #define TALLY_RDV_MAX_QPNS	64	/* dataplane QPNs in PARAMS' "rdma" */
 #define TALLY_RDV_MAX_SHARDS	8	/* dataplanes in PARAMS' "shards" */
+#define TALLY_RDV_MAX_RING	64	/* members in READY's "ring" (the world) */
 
 enum tally_rdv_op {
 	TALLY_RDV_JOIN = 1,	/* worker: job, token, rank, world */
@@ -29,6 +30,12 @@ enum tally_rdv_op {
 	TALLY_RDV_MEMBER,	/* worker: its UDP source address */
 	TALLY_RDV_READY,	/* tallyd: the membership is complete */
 	TALLY_RDV_ERROR,	/* tallyd: errno and a sentence; then closes */
+};
+
+/* A member's ring listener (the ring fallback: JOIN's and READY's "ring"). */
+struct tally_rdv_addr {
+	uint32_t ip;
+	uint16_t port;
 };
 
 /* One dataplane of a sharded job (PARAMS' "shards"). */
@@ -95,6 +102,20 @@ struct tally_rdv_msg {
 	/* ERROR */
 	int err;		/* a positive errno */
 	char error[TALLY_RDV_ERROR_MAX + 1];
+
+	/* The ring fallback (docs/scale-out.md, "Ring fallback") */
+	struct tally_rdv_addr ring_addr; /* JOIN: optional "ring": "IP:PORT",
+				 * the worker's ring listener; 0: none */
+	uint8_t ring_want;	/* JOIN: optional "transport": "ring", the
+				 * worker asks for the ring (needs "ring") */
+	uint8_t ring_fallback;	/* PARAMS: optional "fallback": "ring", no
+				 * live dataplane: the membership runs on
+				 * the ring; dp_ip, dp_port and dp_nports
+				 * may then be absent (0) */
+	uint16_t nring;		/* READY: optional "ring": the members'
+				 * ring listeners in rank order (the
+				 * world); 0: through the dataplane */
+	struct tally_rdv_addr ring[TALLY_RDV_MAX_RING];
 };
 
 /*

@@ -52,6 +52,7 @@ struct tallyd_dpc {
 	struct dpc_req *failed, **ftail; /* to dispatch */
 	uint64_t seq;
 	bool up;			/* the last exchange succeeded */
+	int down_err;			/* why it went down (-errno); 0: up */
 	bool logged_down;
 	bool del_counters;
 	uint32_t ip;			/* from ping; host order */
@@ -123,6 +124,15 @@ bool
 tallyd_dpc_up(const struct tallyd_dpc *c)
 {
 	return c != NULL && c->up;
+}
+
+bool
+tallyd_dpc_dead(const struct tallyd_dpc *c)
+{
+	/* Nothing listens, or the process closed on us: not a stall. */
+	return c != NULL && !c->up && (c->down_err == -ECONNREFUSED ||
+		c->down_err == -ENOENT || c->down_err == -ECONNRESET ||
+		c->down_err == -EPIPE);
 }
 
 uint64_t
@@ -332,6 +342,7 @@ go_down(struct tallyd *d, struct tallyd_dpc *c, int err)
 		tallyd_log("tally-dp at %s is down: %s", c->path,
 			strerror(-err));
 	c->up = false;
+	c->down_err = err;
 	c->logged_down = true;
 	json_decref(d->dps[c->dp].stats);
 	d->dps[c->dp].stats = NULL;

@@ -337,6 +337,8 @@ tallyd_stats_json(const struct tallyd *d)
 		return NULL;
 	json_object_set_new(o, "dp_timeouts",
 		json_integer((json_int_t)d->st.dp_timeouts));
+	json_object_set_new(o, "ring_memberships",
+		json_integer((json_int_t)d->st.ring_memberships));
 	json_object_set_new(o, "dp_mismatches",
 		json_integer((json_int_t)d->st.dp_mismatches));
 	json_object_set_new(o, "dp_stale_removed",

@@ -342,6 +342,9 @@ render_tallyd(struct render *r, const json_t *t, const json_t *jobs,
 	scalar(r, t, "memberships", FAMILY(
 		"tallyd_memberships_total", "counter",
 		"Memberships formed: join barriers every rank passed."));
+	scalar(r, t, "ring_memberships", FAMILY(
+		"tallyd_ring_memberships_total", "counter",
+		"Memberships formed on the ring fallback (no live dataplane)."));
 	scalar(r, t, "ctl_requests", FAMILY(
 		"tallyd_ctl_requests_total", "counter",
 		"Requests on the control socket."));

@@ -101,6 +101,8 @@ barrier_done(struct tallyd *d, struct tallyd_job *j)
 	uint64_t token;
 	unsigned int r;
 
+	if (tallyd_rdv_ring_barrier(d, j))
+		return tallyd_rdv_ring_release(d, j);
 	if (tallyd_dpc_busy(j)) {
 		j->program_pending = true;
 		return;
@@ -278,14 +280,24 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 		return tallyd_rdv_fail(d, c, ERANGE, TALLYD_JF_BAD_RANK,
 			"rank %u is outside 0..%u of job '%s'", m->rank,
 			j->world - 1, m->job);
-	if (tallyd_epoch_no_capacity(d, j))
+	/* The ring fallback first: it serves a job with no dataplane. */
+	c->ring = m->ring_addr;
+	c->ring_want = m->ring_want;
+	if (!tallyd_rdv_ring_addr_ok(d, c, j, m->rank))
+		return;
+	c->ring_fb = tallyd_rdv_ring_join(d, j, c);
+	/* Without capacity only a worker that offered a ring is served. */
+	if (tallyd_epoch_no_capacity(d, j) && !c->ring_fb)
 		return tallyd_rdv_no_capacity(d, c, j);
-	if (m->epoch != 0 && !tallyd_rejoin_ok(d, c, j, m))
+	if (m->epoch != 0 && !c->ring_fb && !tallyd_rejoin_ok(d, c, j, m))
 		return;
 	if (j->joiners[m->rank] != NULL)
 		return tallyd_rdv_fail(d, c, EEXIST, TALLYD_JF_DUPLICATE_RANK,
 			"rank %u already joined job '%s'", m->rank, m->job);
-	if ((err = params_shards(d, j, &p)) >= 0)
+	p.ring_fallback = c->ring_fb;
+	if ((err = params_shards(d, j, &p)) >= 0 && p.ring_fallback)
+		p.dp_ip = p.dp_port = p.dp_nports = p.nshards = 0;
+	else if (err >= 0)
 		return tallyd_rdv_fail(d, c, EHOSTDOWN, TALLYD_JF_DP_DOWN,
 			"the dataplane (tally-dp%s) is not reachable, and its "
 			"address is not known yet", tallyd_dp_label(d, err));
@@ -297,11 +309,12 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	p.group_ip = j->group_ip;
 	p.group_port = j->group_port;
 	strcpy(p.codec, j->codec);
-	if (j->rdma && tallyd_dpc_qpns(d, j->sh[0].dp, p.qpns, &p.nqpns) != 0)
+	if (j->rdma && !p.ring_fallback &&
+			tallyd_dpc_qpns(d, j->sh[0].dp, p.qpns, &p.nqpns) != 0)
 		return tallyd_rdv_fail(d, c, EPROTONOSUPPORT,
 			TALLYD_JF_DP_DOWN, "job '%s' runs over RDMA, and the "
 			"dataplane (tally-dp) offers no RoCEv2 QPNs", j->name);
-	p.rdma = j->rdma;
+	p.rdma = j->rdma && !p.ring_fallback;
 	p.qkey = j->qkey;
 	if (tallyd_rdv_send(c, &p) != 0) {
 		tallyd_rdv_finish(c, NULL);
@@ -356,7 +369,7 @@ on_member(struct tallyd *d, struct tallyd_rdv_conn *c,
 
 	if (!address_ok(d, c, m->ip))
 		return;
-	if ((m->qpn != 0) != j->rdma)
+	if ((m->qpn != 0) != (j->rdma && !c->ring_fb))
 		return tallyd_rdv_fail(d, c, EPROTO, TALLYD_JF_MALFORMED,
 			"rank %u of job '%s' (transport %s) sent a member %s "
 			"a QPN", c->rank, j->name, j->rdma ? "rdma" : "udp",

@@ -43,6 +43,10 @@ struct tallyd_rdv_conn {
 	uint32_t rejoin;		/* the epoch a rejoin names (epoch.h);
 					 * 0: a join */
 	struct tallyd_member member;	/* once WAIT */
+	struct tally_rdv_addr ring;	/* its ring listener (JOIN's "ring");
+					 * port 0: none (an older libtally) */
+	bool ring_want;			/* it asked for the ring */
+	bool ring_fb;			/* its PARAMS said "fallback": "ring" */
 	uint8_t in[4 + TALLY_RDV_MAX_MSG];
 	size_t inlen;
 	struct tallyd_rdv_conn *prev, *next;	/* every connection */
@@ -118,5 +122,41 @@ void tallyd_rdv_fail(struct tallyd *d, struct tallyd_rdv_conn *c, int err,
 
 /* c left (closed, or evicted) while in j's forming membership. */
 void tallyd_rdv_left(struct tallyd_rdv_conn *c);
+
+/* rdv_ring.c: the ring fallback (docs/scale-out.md, "Ring fallback") */
+
+/*
+ * The ring address c sent joining j as rank must be the address its
+ * rendezvous connection comes from, or one rendezvous_data_map allows
+ * (as a member's data address): else fails c and returns false.
+ */
+bool tallyd_rdv_ring_addr_ok(struct tallyd *d, struct tallyd_rdv_conn *c,
+	const struct tallyd_job *j, unsigned int rank);
+
+/*
+ * Whether every dataplane of j is dead (tallyd_dpc_dead(): no process
+ * answers its admin socket), not merely stalled.
+ */
+bool tallyd_rdv_dps_down(struct tallyd *d, const struct tallyd_job *j);
+
+/*
+ * Whether c, joining j, goes on the ring: it asked for it, or j has no
+ * live dataplane; either way only with a ring address.
+ */
+bool tallyd_rdv_ring_join(struct tallyd *d, const struct tallyd_job *j,
+	const struct tallyd_rdv_conn *c);
+
+/*
+ * Whether j's complete barrier forms a ring membership: a rank went
+ * on the ring at its join, or every dataplane is down now, and every
+ * rank has a ring address.
+ */
+bool tallyd_rdv_ring_barrier(struct tallyd *d, const struct tallyd_job *j);
+
+/*
+ * Forms j's membership on the ring: a new epoch, saved, and READY with
+ * the ranks' ring addresses to every rank; tally-dp is not programmed.
+ */
+void tallyd_rdv_ring_release(struct tallyd *d, struct tallyd_job *j);
 
 #endif /* TALLYD_RDV_H */

@@ -254,6 +254,7 @@ extern const char *const tallyd_jf_names[TALLYD_JF_MAX_];
 struct tallyd_stats {
 	uint64_t joins;		/* ranks that reached ready */
 	uint64_t memberships;	/* memberships formed */
+	uint64_t ring_memberships; /* of those, on the ring fallback */
 	uint64_t join_failures[TALLYD_JF_MAX_];
 	uint64_t ctl_requests;
 	uint64_t ctl_errors;
@@ -455,6 +456,13 @@ int tallyd_shards_load(struct tallyd *d, struct tallyd_job *j, json_t *a,
 struct tallyd_dpc *tallyd_dpc_create(unsigned int dp, const char *path);
 void tallyd_dpc_destroy(struct tallyd_dpc *c);
 bool tallyd_dpc_up(const struct tallyd_dpc *c);
+/*
+ * Whether tally-dp is dead, not merely stalled: down because nothing
+ * listens on its admin socket (refused, no socket) or it closed the
+ * connection, not because its answers are late (a stopped process).
+ * The ring fallback takes the former only.
+ */
+bool tallyd_dpc_dead(const struct tallyd_dpc *c);
 
 /*
  * Dataplane dp's address and port range for workers (from the config or

@@ -45,9 +45,11 @@ tally_lib_check_call(struct tally_ctx *ctx, const void *buf, size_t n)
 int
 tally_lib_run(struct tally_ctx *ctx, const struct tally_round *r)
 {
-	int rc = tally_window_run(ctx, r);
+	int rc = ctx->ring != NULL ? tally_lib_ring_run(ctx, r) :
+		tally_window_run(ctx, r);
 
-	if (rc != 0)
+	/* A round the ring does not carry was not started: still in step. */
+	if (rc != 0 && !(ctx->ring != NULL && rc == -EOPNOTSUPP))
 		ctx->broken = 1;
 	if (rc != 0)	/* an in-place call's input, back (rejoin.c) */
 		tally_lib_keep_restore(ctx);

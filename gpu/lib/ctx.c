@@ -15,6 +15,7 @@
 #include <tally/limits.h>
 
 #include "dev.h"
+#include "ring.h"
 
 #define DEFAULT_WINDOW		64
 #define DEFAULT_RTO_US		2000u
@@ -141,8 +142,10 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 		return tally_ctx_open_fail(-EINVAL, "window %u is above %u", o->window,
 			WINDOW_MAX);
 	/* A sharded job's dataplanes are its shards (check_shards()). */
-	if (o->nshards != 0 && o->shards != NULL && o->dp_addr == NULL)
-		uc->dp_ip = htonl(INADDR_LOOPBACK);
+	if ((o->nshards != 0 && o->shards != NULL && o->dp_addr == NULL) ||
+			(o->transport != NULL && strcmp(o->transport,
+				"ring") == 0))
+		uc->dp_ip = htonl(INADDR_LOOPBACK);	/* unused */
 	else
 		rc = parse_ip("dp_addr", o->dp_addr, &uc->dp_ip);
 	if (rc == 0 && !unicast(uc->dp_ip))
@@ -246,11 +249,17 @@ free_keys(struct tally_ctx *ctx)
 
 /*
  * Which transport o asks for: 0 for UDP, 1 for RDMA (its options
- * checked), 2 for AF_XDP, or -EINVAL with open_err set.
+ * checked), 2 for AF_XDP, 3 for the ring fallback, or -EINVAL with
+ * open_err set.
  */
 static int
 check_transport(const struct tally_ctx_opts *o)
 {
+	if (o->transport != NULL && strcmp(o->transport, "ring") == 0)
+		return o->nshards == 0 && o->ifname == NULL && o->queue == 0 &&
+			o->group_addr == NULL ? 3 : tally_ctx_open_fail(
+			-EINVAL, "the ring fallback takes no shards, ifname, "
+			"queue or group_addr");
 	if (o->transport != NULL && strcmp(o->transport, "xdp") == 0)
 		return o->nshards == 0 ? 2 : tally_ctx_open_fail(-EINVAL,
 			"a sharded job runs over udp only, not xdp");
@@ -260,8 +269,8 @@ check_transport(const struct tally_ctx_opts *o)
 	if (o->transport == NULL || strcmp(o->transport, "udp") == 0)
 		return 0;
 	if (strcmp(o->transport, "rdma") != 0)
-		return tally_ctx_open_fail(-EINVAL, "transport '%s': udp, xdp "
-			"or rdma", o->transport);
+		return tally_ctx_open_fail(-EINVAL, "transport '%s': udp, xdp, "
+			"rdma or ring", o->transport);
 	if (o->nshards != 0)
 		return tally_ctx_open_fail(-EINVAL, "a sharded job runs over "
 			"udp only, not %s", o->transport);
@@ -305,7 +314,7 @@ gap_seq(struct tally_ctx *ctx)
  */
 static int
 open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
-	const struct tally_udp_conf *uc)
+	const struct tally_udp_conf *uc, struct tally_ring **g)
 {
 	struct tally_verbs_conf vc = {
 		.device = o->rdma_device, .port = o->rdma_port,
@@ -320,6 +329,12 @@ open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
 	char why[TALLY_TP_WHY_LEN];
 	int kind = check_transport(o);
 
+	if (kind == 3) {
+		struct tally_ring *ring = *g;
+
+		*g = NULL;
+		return tally_lib_ring_open(ctx, o, ring);
+	}
 	if (kind == 2)
 		return open_xdp(ctx, o, uc);
 	if (kind == 0) {
@@ -343,6 +358,13 @@ open_transport(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
 int
 tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 {
+	return tally_lib_ctx_open(o, NULL, out);
+}
+
+int
+tally_lib_ctx_open(const struct tally_ctx_opts *o, struct tally_ring *g,
+	struct tally_ctx **out)
+{
 	struct tally_udp_conf uc = { 0 };
 	struct tally_ctx *ctx;
 	int rc;
@@ -350,12 +372,16 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 	open_err[0] = '\0';
 	if (out != NULL)
 		*out = NULL;
-	if (o == NULL || out == NULL)
+	if (o == NULL || out == NULL) {
+		tally_ring_destroy(g);
 		return tally_ctx_open_fail(-EINVAL, "tally_ctx_open: %s is NULL",
 			o == NULL ? "opts" : "out");
+	}
 	ctx = calloc(1, sizeof(*ctx));
-	if (ctx == NULL)
+	if (ctx == NULL) {
+		tally_ring_destroy(g);
 		return tally_ctx_open_fail(-ENOMEM, "out of memory");
+	}
 	rc = check_opts(o, &uc, ctx);
 	if (rc == 0 && (rc = check_transport(o)) > 0)
 		rc = 0;
@@ -376,12 +402,14 @@ tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out)
 		rc = tally_ctx_open_fail(-ENOMEM, "out of memory");
 		goto err_free;
 	}
-	rc = open_transport(ctx, o, &uc);
+	rc = open_transport(ctx, o, &uc, &g);
 	if (rc != 0)
 		goto err_free;
+	tally_ring_destroy(g);	/* NULL when the ring took it */
 	*out = ctx;
 	return 0;
 err_free:
+	tally_ring_destroy(g);
 	if (ctx->tp != NULL)
 		tally_transport_destroy(ctx->tp);
 	free(ctx->tx_seq);
@@ -438,6 +466,8 @@ tally_ctx_stats(const struct tally_ctx *ctx, struct tally_ctx_stats *st)
 		st->timeouts = ctx->retx.st.timeouts;
 		st->gap_resends = ctx->retx.st.gap;
 		st->tp_errors = ctx->tp->errors;
+		if (ctx->ring != NULL)
+			tally_lib_ring_stats(ctx, st);
 	}
 }
 

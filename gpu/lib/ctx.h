@@ -23,6 +23,7 @@
 struct tally_round;
 struct tally_dev;
 struct tally_dev_ops;
+struct tally_ring;
 
 #define TALLY_CTX_ERR_LEN	256
 
@@ -95,6 +96,8 @@ struct tally_ctx {
 					 * expanded: [TALLY_CTX_KEY_UP..];
 					 * NULL: a plain job */
 	int broken;			/* an allreduce failed: slots unknown */
+	struct tally_ring *ring;	/* the ring fallback (ringctx.c), owned
+					 * by tp; NULL: through a dataplane */
 	struct tally_ctx_stats st;
 	uint32_t epoch;			/* the job's epoch (ready's); 0: not
 					 * opened through tallyd */
@@ -395,5 +398,39 @@ void tally_lib_late_result(struct tally_ctx *ctx, const struct tally_hdr *h);
  * broken).
  */
 int tally_window_run(struct tally_ctx *ctx, const struct tally_round *r);
+
+/*
+ * tally_ctx_open() with a ring listener already open (tally_open()
+ * opens it at the join; NULL: opened here at o->ring[o->rank]), which
+ * it takes over, also on failure.
+ */
+int tally_lib_ctx_open(const struct tally_ctx_opts *o, struct tally_ring *g,
+	struct tally_ctx **out);
+
+/*
+ * The ring fallback (ringctx.c). _open joins ctx (checked, no transport
+ * yet) to the ring of o->ring with o->ring_key, on listener g (taken
+ * over; NULL: opened here); 0 or -errno with the open error set. _run
+ * runs round r around the ring (-EOPNOTSUPP for a round it does not
+ * carry); _stats puts the ring's counters into st.
+ */
+int tally_lib_ring_open(struct tally_ctx *ctx, const struct tally_ctx_opts *o,
+	struct tally_ring *g);
+int tally_lib_ring_run(struct tally_ctx *ctx, const struct tally_round *r);
+
+/*
+ * tally_open()'s ring: a context on the ring that tallyd's READY lists
+ * (every rank's listener), with base's options (borrowed), the key
+ * derived from the job's name, its token (64 hex digits) and READY's
+ * epoch, on listener g (taken over, also on failure), joined before
+ * deadline (CLOCK_MONOTONIC ms). Warns on stderr that the job runs on
+ * the fallback. 0 or -errno with the open error set.
+ */
+struct tally_rdv_msg;
+int tally_lib_ring_ctx(const struct tally_ctx_opts *base,
+	const struct tally_rdv_msg *ready, const char *job, const char *token,
+	struct tally_ring *g, int64_t deadline, struct tally_ctx **out);
+void tally_lib_ring_stats(const struct tally_ctx *ctx,
+	struct tally_ctx_stats *st);
 
 #endif /* TALLY_LIB_CTX_H */

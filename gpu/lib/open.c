@@ -33,6 +33,7 @@
 #include "chan.h"
 #include "ctx.h"
 #include "rdv/msg.h"
+#include "ring.h"
 
 #define DEFAULT_JOIN_MS	120000
 #define URL_PREFIX	"tally://"
@@ -47,7 +48,8 @@ struct url {
 	char job[TALLY_RDV_NAME_MAX + 1];
 	char ca[URL_MAX];	/* ?ca=FILE; "" = none given */
 	int tls;		/* ?tls=off: 0; else 1 */
-	char transport[8];	/* ?transport=udp|xdp|rdma; "" = the job's */
+	char transport[8];	/* ?transport=udp|xdp|rdma|ring; "" = the
+				 * job's */
 	char rdma_dev[64];	/* ?rdma_device=NAME; "" = by address */
 	char ifname[IF_NAMESIZE]; /* ?ifname=IF (xdp); "" = not given */
 	int queue;		/* ?queue=N (xdp); -1 = not given */
@@ -126,7 +128,8 @@ parse_query(char *q, struct url *u)
 		else if (strcmp(kv, "transport") == 0 &&
 				(strcmp(eq + 1, "udp") == 0 ||
 				 strcmp(eq + 1, "xdp") == 0 ||
-				 strcmp(eq + 1, "rdma") == 0))
+				 strcmp(eq + 1, "rdma") == 0 ||
+				 strcmp(eq + 1, "ring") == 0))
 			strcpy(u->transport, eq + 1);
 		else if (strcmp(kv, "rdma_device") == 0 &&
 				strlen(eq + 1) < sizeof(u->rdma_dev) &&
@@ -335,8 +338,10 @@ check_path_mtu(uint32_t ip, uint16_t port, const char *spec, int narrow,
  */
 static int
 open_chan(const struct url *u, const struct tally_ctx_opts *o,
-	int64_t deadline, struct tally_chan **ch)
+	int64_t deadline, struct tally_chan **ch, uint32_t *lip)
 {
+	struct sockaddr_in sa;
+	socklen_t slen = sizeof(sa);
 	const char *env_tls = getenv("TALLY_TLS");
 	const char *ca = o->ca_file;
 	int fd, tls = u->tls;
@@ -356,6 +361,9 @@ open_chan(const struct url *u, const struct tally_ctx_opts *o,
 	fd = tcp_connect(u->host, u->port, deadline);
 	if (fd < 0)
 		return fd;
+	/* The ring listener's address: the one tallyd sees us at. */
+	*lip = getsockname(fd, (struct sockaddr *)&sa, &slen) == 0 ?
+		sa.sin_addr.s_addr : 0;
 	return tally_chan_open(fd, u->host, tls, ca, deadline, ch);
 }
 
@@ -449,12 +457,67 @@ ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
 	return 0;
 }
 
+/*
+ * READY with "ring" (the membership runs on the ring fallback): ctx (a
+ * dataplane's, or NULL) is closed and the ring's context opened on the
+ * listener *g (taken) instead, into *out.
+ */
+static int
+ring_switch(struct tally_ctx *ctx, const struct tally_rdv_msg *ready,
+	const struct tally_ctx_opts *o, const struct tally_rdv_msg *join,
+	struct tally_ring **g, int64_t deadline, struct tally_ctx **out)
+{
+	struct tally_ring *ring = *g;
+
+	tally_ctx_close(ctx);
+	*g = NULL;
+	return tally_lib_ring_ctx(o, ready, join->job, join->token, ring,
+		deadline, out);
+}
+
+/*
+ * After params with "fallback": "ring" (no live dataplane): no socket
+ * toward a dataplane; the member message names the ring listener g,
+ * and READY the ring.
+ */
+static int
+join_ring(struct tally_chan *ch, const struct tally_rdv_msg *p,
+	struct tally_ctx_opts *o, const struct tally_rdv_msg *join,
+	struct tally_ring **g, int64_t deadline, struct tally_ctx **out)
+{
+	struct tally_rdv_msg m = { .op = TALLY_RDV_MEMBER };
+	uint32_t ip;
+	uint16_t port;
+	int rc;
+
+	tally_ring_local(*g, &ip, &port);
+	m.ip = ntohl(ip);
+	m.port = ntohs(port);
+	if ((rc = send_msg(ch, &m, deadline)) != 0)
+		return tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
+			strerror(-rc));
+	if ((rc = recv_msg(ch, &m, deadline, "ready (the join barrier)")) != 0)
+		return rc;
+	if (m.op != TALLY_RDV_READY || m.nring == 0)
+		return tally_ctx_open_fail(-EPROTO, "tallyd answered the "
+			"member message out of order, or without the ring");
+	o->job = p->job_id;
+	o->narrow = p->narrow;
+	o->codec = p->codec[0] != '\0' ? p->codec : NULL;
+	o->rank = (uint8_t)join->rank;
+	o->world = (uint8_t)join->world;
+	o->window = p->window;
+	o->elems = p->max_elems;
+	return ring_switch(NULL, &m, o, join, g, deadline, out);
+}
+
 /* After params: the context, the member message, the barrier. */
 static int
 join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
-	struct tally_ctx_opts *o, unsigned int rank, unsigned int world,
-	int64_t deadline, struct tally_ctx **out)
+	struct tally_ctx_opts *o, const struct tally_rdv_msg *join,
+	struct tally_ring **g, int64_t deadline, struct tally_ctx **out)
 {
+	unsigned int rank = join->rank, world = join->world;
 	char dp_ip[INET_ADDRSTRLEN], src[INET_ADDRSTRLEN];
 	char group[INET_ADDRSTRLEN];
 	char addrs[TALLY_RDV_MAX_SHARDS][INET_ADDRSTRLEN];
@@ -492,6 +555,11 @@ join_rest(struct tally_chan *ch, const struct tally_rdv_msg *p,
 			"message out of order");
 		goto out;
 	}
+	if (m.nring != 0) {	/* the dataplane went down meanwhile */
+		rc = ring_switch(ctx, &m, o, join, g, deadline, out);
+		ctx = NULL;
+		goto out;
+	}
 	ctx->token = m.wire_token;
 	ctx->epoch = m.epoch;
 	/* An authenticated job: this member's keys came with "ready". */
@@ -510,6 +578,33 @@ out:
 	return rc;
 }
 
+/*
+ * Opens the ring listener (the ring fallback, docs/scale-out.md) on
+ * opts' bind_addr, else on lip (the address tallyd sees this worker
+ * at), an ephemeral port, and names it in join ("ring"; "transport":
+ * "ring" when the worker asks for the ring). 0 or -errno.
+ */
+static int
+ring_listen(const struct tally_ctx_opts *o, uint32_t lip,
+	struct tally_rdv_msg *join, struct tally_ring **g)
+{
+	char why[TALLY_RING_WHY_LEN];
+	uint32_t ip = o->bind_addr != NULL ? inet_addr(o->bind_addr) : lip;
+	uint16_t port;
+
+	if (ip == 0 || ip == INADDR_NONE)
+		return tally_ctx_open_fail(-EADDRNOTAVAIL, "no address for "
+			"the ring listener");
+	if ((*g = tally_ring_listen(ip, 0, why, sizeof(why))) == NULL)
+		return tally_ctx_open_fail(-errno, "%s", why);
+	tally_ring_local(*g, &ip, &port);
+	join->ring_addr.ip = ntohl(ip);
+	join->ring_addr.port = ntohs(port);
+	join->ring_want = o->transport != NULL &&
+		strcmp(o->transport, "ring") == 0;
+	return 0;
+}
+
 /* The URL's transport, RDMA device, interface and queue where opts name
  * none. */
 static void
@@ -525,14 +620,48 @@ url_transport(const struct url *u, struct tally_ctx_opts *o)
 		o->queue = (uint16_t)u->queue;
 }
 
+/*
+ * One rendezvous: the channel to tallyd, the ring listener, join,
+ * params, then the dataplane's context or the ring's into *out.
+ */
+static int
+join_once(const struct url *u, struct tally_ctx_opts *o,
+	struct tally_rdv_msg *join, int64_t deadline, struct tally_ctx **out)
+{
+	struct tally_chan *ch = NULL;
+	struct tally_ring *g = NULL;
+	struct tally_rdv_msg p;
+	uint32_t lip = 0;
+	int rc;
+
+	if ((rc = open_chan(u, o, deadline, &ch, &lip)) != 0)
+		return rc;
+	if ((rc = ring_listen(o, lip, join, &g)) != 0) {
+		/* no ring, nothing sent yet */
+	} else if ((rc = send_msg(ch, join, deadline)) != 0) {
+		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
+			strerror(-rc));
+	} else if ((rc = recv_msg(ch, &p, deadline, "params")) == 0) {
+		if (p.op != TALLY_RDV_PARAMS)
+			rc = tally_ctx_open_fail(-EPROTO, "tallyd answered "
+				"the join out of order");
+		else if (p.ring_fallback)
+			rc = join_ring(ch, &p, o, join, &g, deadline, out);
+		else
+			rc = join_rest(ch, &p, o, join, &g, deadline, out);
+	}
+	tally_ring_destroy(g);
+	tally_chan_close(ch);
+	return rc;
+}
+
 int
 tally_lib_rdv_open(const char *url, const char *token, unsigned int rank,
 	unsigned int world, const struct tally_ctx_opts *base, uint32_t epoch,
 	struct tally_ctx **out)
 {
-	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN }, p;
-	struct tally_ctx_opts o = { 0 };
-	struct tally_chan *ch = NULL;
+	struct tally_rdv_msg join = { .op = TALLY_RDV_JOIN };
+	struct tally_ctx_opts o = { 0 }, o0;
 	struct url u;
 	int64_t deadline;
 	int rc;
@@ -546,7 +675,7 @@ tally_lib_rdv_open(const char *url, const char *token, unsigned int rank,
 	if (parse_url(url, &u) != 0)
 		return tally_ctx_open_fail(-EINVAL, "'%s' is not "
 			"tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]"
-			"[&transport=udp|xdp|rdma][&rdma_device=NAME]"
+			"[&transport=udp|xdp|rdma|ring][&rdma_device=NAME]"
 			"[&ifname=IF][&queue=N]",
 			url != NULL ? url : "(null)");
 	url_transport(&u, &o);
@@ -565,20 +694,19 @@ tally_lib_rdv_open(const char *url, const char *token, unsigned int rank,
 	deadline = now_ms() + (o.join_timeout_ms != 0 ? o.join_timeout_ms :
 		DEFAULT_JOIN_MS);
 
-	if ((rc = open_chan(&u, &o, deadline, &ch)) != 0)
-		return rc;
-	if ((rc = send_msg(ch, &join, deadline)) != 0) {
-		tally_ctx_open_fail(rc, "rendezvous with tallyd: %s",
-			strerror(-rc));
-	} else if ((rc = recv_msg(ch, &p, deadline, "params")) == 0) {
-		if (p.op != TALLY_RDV_PARAMS)
-			rc = tally_ctx_open_fail(-EPROTO, "tallyd answered "
-				"the join out of order");
-		else
-			rc = join_rest(ch, &p, &o, rank, world, deadline, out);
+	o0 = o;
+	rc = join_once(&u, &o, &join, deadline, out);
+	/*
+	 * tallyd's "no capacity left" (ENOSPC: every dataplane of the job
+	 * is gone, epochs): once more, asking for the ring fallback.
+	 */
+	if (rc == -ENOSPC && (o0.transport == NULL ||
+			strcmp(o0.transport, "ring") != 0)) {
+		o = o0;
+		o.transport = "ring";
+		rc = join_once(&u, &o, &join, deadline, out);
 	}
 	explicit_bzero(join.token, sizeof(join.token));
-	tally_chan_close(ch);
 	return rc;
 }
 

@@ -143,6 +143,20 @@ struct tally_ctx_opts {
 				 * dp_nports are then unused. UDP only.
 				 * Borrowed; tally_open() learns them */
 	uint16_t nshards;	/* 0: dp_addr alone */
+	const char *const *ring; /* transport "ring", the ring fallback
+				 * (docs/scale-out.md, "Ring fallback"):
+				 * world "IP:PORT", the members' ring
+				 * listeners (TCP) in rank order; this
+				 * rank listens at ring[rank] (port 0:
+				 * any). dp_addr and the other dataplane
+				 * options are then unused. Borrowed;
+				 * tally_open() learns them from tallyd */
+	const uint8_t *ring_key; /* transport "ring": 32 bytes every member
+				 * holds, which the ring's hellos prove
+				 * (an HMAC over fresh nonces; never
+				 * sent). Borrowed; tally_open() derives
+				 * it from the job's token and the
+				 * membership's epoch */
 };
 
 /*
@@ -157,19 +171,35 @@ struct tally_ctx_opts {
  * (o or out NULL; world 0 or above 64; rank >= world; an address that is
  * not a dotted quad, or a dp_addr that is not unicast; elems above 8192;
  * window above 32768; a port range past 65535; a transport that is not
- * udp or xdp, ifname or queue without xdp), -ENOMEM, or the socket's
+ * udp, xdp, rdma or ring, ifname or queue without xdp; ring without
+ * ring or ring_key), -ENOMEM, or the socket's
  * error (-EADDRINUSE, ...; for xdp also -EOPNOTSUPP: built without
  * libxdp; -ENODEV: no such interface; -EPERM: not privileged; -EBUSY:
  * an XDP program is already on the interface; -EMSGSIZE: packets larger
  * than the interface's MTU or an AF_XDP frame); tally_ctx_error(NULL) then
  * tells why, in this thread.
+ *
+ * Transport "ring" (the ring fallback, docs/scale-out.md) opens no
+ * socket toward a dataplane: it listens at ring[rank], connects to
+ * rank + 1's listener (retrying while refused) and takes rank - 1's
+ * connection, each end proving it holds ring_key, within
+ * join_timeout_ms (0 = 120000): -ETIMEDOUT, -EACCES (rank + 1 holds
+ * another key) or a socket's error otherwise. Its allreduces
+ * (tally_allreduce_i32(), tally_allreduce_f32(), tally_allreduce()
+ * with "fixp", tally_allreduce_mean(), tally_allreduce_max_f32()) give
+ * the bits the dataplane would; every other call fails with
+ * -EOPNOTSUPP and leaves the context usable. A ring call fails with
+ * -ETIMEDOUT when a neighbour sent or took nothing for timeout_ms,
+ * -ECONNRESET when one closed (failed or died: every rank learns it
+ * within the timeout), -EPROTO when one is out of step (another call
+ * or size; counted in ring_bad_frames).
  */
 int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
 
 /*
  * Joins a job through tallyd and opens a context for it: url is
  * "tally://HOST[:PORT]/JOB[?ca=FILE][&tls=on|off]
- * [&transport=udp|xdp|rdma][&rdma_device=NAME][&ifname=IF][&queue=N]"
+ * [&transport=udp|xdp|rdma|ring][&rdma_device=NAME][&ifname=IF][&queue=N]"
  * (port 7470 by default; the job's transport, from tallyd, unless
  * transport= asks for one: a job of the other fails with
  * -EPROTONOSUPPORT; xdp is the worker's choice for a udp job, on
@@ -203,6 +233,15 @@ int tally_ctx_open(const struct tally_ctx_opts *o, struct tally_ctx **out);
  *               side only); -ECONNREFUSED etc.: no tallyd
  * Calling it again after an allreduce failed (e.g. after a dataplane
  * restart) forms a new membership with fresh slots: every rank must.
+ *
+ * The ring fallback (docs/scale-out.md): tally_open() also opens a TCP
+ * listener (on the address it reaches tallyd from, or bind_addr) and
+ * names it in its join. When the job has no live dataplane, or the URL's
+ * transport=ring (or opts' transport "ring") asks for it, tallyd forms
+ * the membership without a dataplane and gives every rank the others'
+ * listeners: the context then runs on a TCP ring among the workers
+ * (tally_ctx_info()'s transport "ring"; a WARNING on stderr), with the
+ * results the dataplane would give (tally_ctx_open(), transport "ring").
  */
 int tally_open(const char *url, const char *token, unsigned int rank,
 	unsigned int world, struct tally_ctx **out);
@@ -547,8 +586,11 @@ struct tally_ctx_info {
 	uint64_t cuda_staging;	/* bytes of pinned staging the context
 				 * holds (registered once, page-aligned);
 				 * 0 before its first CUDA call */
-	const char *transport;	/* "udp", "xdp" or "xdp (zero-copy)": the
-				 * context's; valid while it is open */
+	const char *transport;	/* "udp", "xdp", "xdp (zero-copy)", "rdma"
+				 * or "ring" (the ring fallback: no
+				 * dataplane, a TCP ring among the
+				 * members): the context's; valid while
+				 * it is open */
 	uint8_t lanes_bf16;	/* tally_ctx_lanes() of bf16 and f16: the */
 	uint8_t lanes_f16;	/* wire lanes (16 or 32) their sums take */
 };
@@ -615,6 +657,15 @@ struct tally_ctx_stats {
 				 * asked for (of retransmits; each chunk at
 				 * most once, and none that already went
 				 * again) */
+	/* The ring fallback (transport "ring"; results, bytes_sent and
+	 * bytes_received then count its frames and TCP bytes): */
+	uint64_t ring_calls;	/* reductions run around the ring */
+	uint64_t ring_refused;	/* connections refused at the hello: not
+				 * of this ring (world, rank) or failing
+				 * its key (another job, token or
+				 * membership) */
+	uint64_t ring_bad_frames; /* frames refused: another call, step or
+				 * size (the ranks out of step) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

@@ -491,7 +491,9 @@ ctx_info(struct ext_ctx *c, PyObject *unused)
 			set_u64(d, "cuda_segment", i.cuda_segment) ||
 			set_u64(d, "cuda_staging", i.cuda_staging) ||
 			set_u64(d, "lanes_bf16", i.lanes_bf16) ||
-			set_u64(d, "lanes_f16", i.lanes_f16)) {
+			set_u64(d, "lanes_f16", i.lanes_f16) ||
+			set_str(d, "transport", i.transport != NULL ?
+				i.transport : "?")) {
 		Py_DECREF(d);
 		return NULL;
 	}
@@ -513,7 +515,10 @@ stats_retx(PyObject *d, const struct tally_ctx_stats *s)
 		set_u64(d, "tp_errors", s->tp_errors) ||
 		set_u64(d, "gap_nacks", s->gap_nacks) ||
 		set_u64(d, "result_gaps", s->result_gaps) ||
-		set_u64(d, "gap_resends", s->gap_resends) ? -1 : 0;
+		set_u64(d, "gap_resends", s->gap_resends) ||
+		set_u64(d, "ring_calls", s->ring_calls) ||
+		set_u64(d, "ring_refused", s->ring_refused) ||
+		set_u64(d, "ring_bad_frames", s->ring_bad_frames) ? -1 : 0;
 }
 
 /* Context.stats() -> dict: tally_ctx_stats() by name. */

@@ -407,7 +407,9 @@ class Context:
         "none", "no-device", "codec-not-on-gpu"), cuda_tensors (the same
         in words), cuda_segment (elements a staged segment) and
         cuda_staging (bytes of pinned staging held; 0 before the first
-        CUDA tensor)."""
+        CUDA tensor), and transport ("udp", "xdp", "rdma", or "ring": the
+        job has no live dataplane and runs on the ring fallback, a TCP
+        ring among the workers, docs/scale-out.md)."""
         i = dict(self._info)
         try:
             i["cuda_staging"] = self._c.info()["cuda_staging"]
@@ -428,7 +430,9 @@ class Context:
         cuda_calls, cuda_segments, cuda_staged_bytes, cuda_wait_ns (the
         host waiting for the GPU's encoding of a segment: what the double
         buffering did not hide) and cuda_net_ns (segments in the
-        window)."""
+        window); on the ring fallback ring_calls, ring_refused (peers
+        refused at the hello) and ring_bad_frames (frames out of
+        step)."""
         return self._c.stats()
 
     def close(self):

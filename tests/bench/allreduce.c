@@ -96,7 +96,10 @@ struct ar_opts {
 	int auth;			/* keys given: an authenticated job */
 	int cuda;			/* --cuda: the tensor in GPU memory */
 	struct tally_auth_keys keys;	/* $TALLY_AUTH_KEYS */
-	const char *transport;		/* --transport: udp, xdp */
+	const char *transport;		/* --transport: udp, xdp, ring */
+	char *ring_list;		/* --ring: its copy, cut at commas */
+	const char *ring[TALLY_MAX_WORKERS]; /* --ring: the members' */
+	unsigned int nring;
 	const char *ifname;		/* --ifname (xdp) */
 	unsigned long queue;		/* --queue (xdp) */
 	int op;				/* --op: OP_* */
@@ -169,6 +172,7 @@ static const struct option long_opts[] = {
 	{ "ifname", required_argument, NULL, 'I' },
 	{ "queue", required_argument, NULL, 'Q' },
 	{ "op", required_argument, NULL, 'M' },
+	{ "ring", required_argument, NULL, 'Y' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -276,11 +280,40 @@ usage(FILE *f)
 		"the route's)\n"
 		"  --queue N                xdp: its receive queue (default "
 		"0)\n"
+		"  --ring IP:PORT,...       transport ring (the ring fallback, "
+		"no\n"
+		"                           dataplane): the members' ring "
+		"listeners\n"
+		"                           in rank order (this rank's its "
+		"own); the\n"
+		"                           ring's key comes from the token\n"
 		"  --json                   print one JSON object\n"
 		"  -h, --help               this text\n\n"
 		"exit: 0 ok, 1 result differs from the reference, 2 usage, "
 		"3 allreduce error\n",
 		TALLY_UDP_PORT, TALLY_MAX_WORKERS, TALLY_DEFAULT_ELEMS);
+}
+
+/* --ring IP:PORT,...: the list kept (cut in place) for the context. */
+static int
+parse_ring(struct ar_opts *o, const char *arg)
+{
+	char *save = NULL, *s;
+
+	free(o->ring_list);
+	o->ring_list = strdup(arg);
+	o->nring = 0;
+	for (s = strtok_r(o->ring_list, ",", &save); s != NULL;
+			s = strtok_r(NULL, ",", &save)) {
+		if (o->nring == TALLY_MAX_WORKERS) {
+			fprintf(stderr, "--ring: at most %u members\n",
+				TALLY_MAX_WORKERS);
+			return -1;
+		}
+		o->ring[o->nring++] = s;
+	}
+	o->transport = "ring";
+	return 0;
 }
 
 /* Parses "IP" or "IP:PORT" (port 0..65535) of flag name. */
@@ -505,6 +538,8 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 'x':
 		o->transport = arg;
 		return 0;
+	case 'Y':
+		return parse_ring(o, arg);
 	case 'I':
 		o->ifname = arg;
 		return 0;
@@ -966,6 +1001,7 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.queue = (uint16_t)o->queue,
 	};
 	struct tally_shard sh[1 + MAX_MORE_SHARDS];
+	uint8_t key[32];
 	int rc;
 
 	if (o->nmore > 0) {	/* a sharded job: --dp's first */
@@ -976,6 +1012,17 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 				o->more[h].port, o->more[h].nports };
 		co.shards = sh;
 		co.nshards = (uint16_t)(1 + o->nmore);
+	}
+	if (o->nring > 0) {	/* the ring's key: the token, 4 times */
+		if (o->nring != o->world) {
+			fprintf(stderr, "tally-bench allreduce: --ring lists %u "
+				"members, --world is %lu\n", o->nring, o->world);
+			return -EINVAL;
+		}
+		for (unsigned int i = 0; i < 32; i++)
+			key[i] = (uint8_t)(o->token >> (8 * (7 - i % 8)));
+		co.ring = o->ring;
+		co.ring_key = key;
 	}
 	if (o->url[0] != '\0') {
 		co.shards = NULL;	/* tallyd says */

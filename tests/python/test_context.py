@@ -141,6 +141,7 @@ def test_info():
         assert i["codec"] == "q8,ef=1" and i["codec_name"] == "q8"
         assert i["codec_memory"] is True and i["narrow"] is False
         assert i["cuda"] is tally.HAVE_CUDA
+        assert i["transport"] == "udp"
         assert ctxs[0].info()["rank"] == 0
         for c in ctxs:
             c.close()

@@ -275,6 +275,10 @@ def setups(runs):
     for r in runs:
         if not r["system"].startswith("tally") or "error" in r:
             continue
+        if r["system"] == "tally-ring" and r["system"] not in seen:
+            seen.add(r["system"])
+            out.append("tally-ring: no tally-dp; a TCP ring among the "
+                       "workers (the ring fallback), codec fixp")
         if r["system"] not in seen and "pmd" in r:
             seen.add(r["system"])
             out.append(f"{r['system']}: tally-dp on net_{r['pmd']}, "
@@ -312,7 +316,8 @@ def judge_loss(cells, size):
     here = {c["system"]: c for c in cells if c["size"] == size}
     out = []
     for name, c in here.items():
-        if not name.startswith("tally"):
+        # tally-ring sends no packets (a TCP ring: nothing to retransmit).
+        if not name.startswith("tally") or name == "tally-ring":
             continue
         if not name.endswith("+loss"):
             v = {"size": size, "what": f"{name} lossless retransmitted",
