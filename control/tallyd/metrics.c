@@ -609,6 +609,8 @@ static const struct {
 		"member retransmitted." },
 	{ "tier_results", "The spine's results a leaf took." },
 	{ "tier_refused", "Packets from upstream refused." },
+	{ "tier_duplicates", "The spine's results again for a round a leaf "
+		"had completed: dropped." },
 	{ "upstream", "Frames sent upstream to a spine." },
 	{ "upstream_bcast", "Frames sent upstream to the Ethernet broadcast "
 		"address: the spine's MAC was not learned yet." },

@@ -39,6 +39,8 @@ struct tally_agg_stats {
 	uint64_t tier_reforwarded;	/* ... sent again: a member
 					 * retransmitted a forwarded round */
 	uint64_t tier_results;		/* the spine's results taken */
+	uint64_t tier_duplicates;	/* ... again, for a round already
+					 * complete here: dropped */
 	uint64_t tier_refused;		/* packets from upstream refused
 					 * (also in drops[] by reason) */
 } __attribute__((aligned(64)));

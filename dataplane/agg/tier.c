@@ -60,6 +60,21 @@ same_chunk(const struct tally_set *set, const struct tally_hdr *h)
 		h->enc == tally_tier_wide_enc(set);
 }
 
+/*
+ * Whether h is the spine's result again for a round this leaf already
+ * completed with it: the latest round of the slot or the one before,
+ * chunk for chunk.
+ */
+static int
+again(const struct tally_set *sets, const struct tally_set *cur,
+	const struct tally_hdr *h)
+{
+	uint64_t latest = tally_slot_round(sets);
+
+	return cur->complete && (h->round == latest ||
+		h->round + 1 == latest) && same_chunk(cur, h);
+}
+
 enum tally_verdict_kind
 tally_tier_result(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 	const struct tally_hdr *h, enum tally_status s, const void *pkt,
@@ -90,6 +105,12 @@ tally_tier_result(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 		return refuse_up(st, v, TALLY_ST_BAD_SLOT);
 	sets = tally_job_set(job, h->slot, 0);
 	cur = &sets[h->round & 1];
+	if (again(sets, cur, h)) {
+		/* The spine answered a re-forward: the first copy came. */
+		st->tier_duplicates++;
+		v->kind = TALLY_V_DROP;
+		return v->kind;
+	}
 	if (h->round != tally_slot_round(sets) ||
 			!tally_tier_forwarded(job, cur) || !same_chunk(cur, h))
 		return refuse_up(st, v, TALLY_ST_STALE);

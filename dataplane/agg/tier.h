@@ -60,8 +60,10 @@ enum tally_verdict_kind tally_tier_forward(const struct tally_job *job,
  * tier_refused): no leaf job (bad_type), another token (bad_token),
  * another source (bad_source), a tag (bad_auth), a slot out of the window
  * (bad_slot), a malformed packet (its decode status), a round not
- * forwarded here or another chunk (stale). Nothing is ever sent back
- * upstream for it.
+ * forwarded here or another chunk (stale). The result again of a round
+ * completed with it (the spine answering a re-forward whose first copy
+ * did arrive) is dropped as a duplicate (status OK, tier_duplicates).
+ * Nothing is ever sent back upstream.
  */
 enum tally_verdict_kind tally_tier_result(const struct tally_jobtab *tab,
 	struct tally_agg_stats *st, const struct tally_hdr *h,

@@ -33,6 +33,7 @@ static const struct field fields[] = {
 	AGG("tier_forwarded", tier_forwarded),
 	AGG("tier_reforwarded", tier_reforwarded),
 	AGG("tier_results", tier_results),
+	AGG("tier_duplicates", tier_duplicates),
 	AGG("tier_refused", tier_refused),
 };
 

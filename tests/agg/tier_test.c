@@ -189,12 +189,22 @@ reforward_then_result(void **state)
 	h.flags |= TALLY_F_RETX;
 	assert_int_equal(to_leaf(&h, a, NULL), TALLY_V_RESEND);
 	assert_memory_equal(L.v.payload, want, sizeof(want));
+	/* The spine's result again (a re-forward answered): a duplicate. */
 	assert_int_equal(spine_result(1, 0, spine, 4), TALLY_V_DROP);
-	assert_int_equal(L.v.status, TALLY_ST_STALE);
-	assert_int_equal(L.st.tier_refused, 1);
+	assert_int_equal(L.v.status, TALLY_ST_OK);
+	assert_int_equal(L.st.tier_duplicates, 1);
+	assert_int_equal(L.st.tier_refused, 0);
 	/* The next round starts now that the last one is complete. */
 	h = mk(TALLY_PT_SUM, 2, 1, 1, 4, TALLY_ENC_I8);
 	assert_int_equal(to_leaf(&h, a, NULL), TALLY_V_TAKEN);
+	/* Round 0's result again, now the round before: still a duplicate;
+	 * round 1's while it is open: stale, refused. */
+	assert_int_equal(spine_result(1, 0, spine, 4), TALLY_V_DROP);
+	assert_int_equal(L.v.status, TALLY_ST_OK);
+	assert_int_equal(L.st.tier_duplicates, 2);
+	assert_int_equal(spine_result(1, 1, spine, 4), TALLY_V_DROP);
+	assert_int_equal(L.v.status, TALLY_ST_STALE);
+	assert_int_equal(L.st.tier_refused, 1);
 }
 
 /* Bad packets from upstream: dropped, counted, the round untouched. */
