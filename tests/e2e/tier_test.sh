@@ -9,11 +9,12 @@
 # the total world, and i32); each leaf sent its rounds upstream and took
 # the spine's results. Then 2 x 33 = 66 ranks (33 a namespace, on
 # distinct ports): past 64 ranks, exact. A result from upstream with a
-# wrong token is dropped and counted.
+# wrong token is dropped and counted; at 1 % loss each way on a leaf's
+# link (nftables) the result is still exact and the flat one's.
 TESTBED_OPTS="-n 6 --dps 3"
 . "$(dirname "$0")/preamble.sh"
 
-trap 'dp_stop_at' EXIT
+trap 'nft delete table netdev "tally_tier_$$" 2>/dev/null; dp_stop_at' EXIT
 
 SPINE_TOKEN=5eed0000feed0001
 LEAF_TOKEN=5eed0000feed0002
@@ -189,6 +190,42 @@ sleep 0.3
 after=$(leaf_counter 2 tier_refused)
 [ $((after - before)) -eq 3 ] 2>/dev/null
 ok $? "three results with a wrong token at a leaf: refused and counted ($before -> $after)"
+
+# --- 1 % loss on a leaf's link, both ways ----------------------------------
+# The members' retransmissions alone recover every hop: a forwarded
+# round is sent upstream again, the spine answers from its stored result.
+tree 7 3
+re0=$(leaf_counter 2 tier_reforwarded)
+# nftables on the bridge side of leaf 2's veth: its ingress is what leaf
+# 2 sends, its egress what leaf 2 receives (as tools/testbed --at-bridge).
+lossy="${TESTBED_DP_IF_2}b"
+nft -f - 2>"$WORK/nft.err" <<EOF
+table netdev tally_tier_$$ {
+	chain out {
+		type filter hook ingress device "$lossy" priority 0; policy accept;
+		ip protocol udp numgen random mod 100 < 1 counter drop
+	}
+	chain in {
+		type filter hook egress device "$lossy" priority 0; policy accept;
+		ip protocol udp numgen random mod 100 < 1 counter drop
+	}
+}
+EOF
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/#   /' "$WORK/nft.err"
+ok $rc "nftables: 1 % loss each way on leaf 2's link"
+two_tier tierl --type f32 --size 4M --iters 2 --seed 11 --timeout-ms 20000
+ok $? "two tiers at 1 % loss, f32 4 MiB: exact on all six"
+D=$(same_digest tierl)
+[ -n "$D" ] && [ "$D" = "$DF" ]
+ok $? "two tiers at 1 % loss: bit-identical to the flat result ($D)"
+echo "# dropped: $(nft list table netdev "tally_tier_$$" 2>/dev/null |
+	grep -o 'packets [0-9]*' | tr '\n' ' ')"
+nft delete table netdev "tally_tier_$$"
+re1=$(leaf_counter 2 tier_reforwarded)
+echo "# leaf 2 re-forwarded $((re1 - re0)) rounds at 1 % loss"
+[ "$re1" -gt "$re0" ] 2>/dev/null
+ok $? "leaf 2 sent rounds upstream again for its members' retransmissions"
 
 # --- past 64 ranks: two leaves of 33 ---------------------------------------
 ID=9
