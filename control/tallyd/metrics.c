@@ -604,6 +604,16 @@ static const struct {
 	{ "gap_nacks", "NACKs gap: a member's later frame arrived before "
 		"earlier ones, which were lost on the way in." },
 	{ "gap_lost", "The frames those NACKs named." },
+	{ "tier_forwarded", "A leaf's rounds sent to its spine." },
+	{ "tier_reforwarded", "A leaf's rounds sent to its spine again: a "
+		"member retransmitted." },
+	{ "tier_results", "The spine's results a leaf took." },
+	{ "tier_refused", "Packets from upstream refused." },
+	{ "tier_duplicates", "The spine's results again for a round a leaf "
+		"had completed: dropped." },
+	{ "upstream", "Frames sent upstream to a spine." },
+	{ "upstream_bcast", "Frames sent upstream to the Ethernet broadcast "
+		"address: the spine's MAC was not learned yet." },
 };
 
 static const char *

@@ -4,6 +4,7 @@
 
 #include "agg.h"
 #include "lanes.h"
+#include "tier.h"
 
 static const struct tally_addr any_src;
 
@@ -257,6 +258,8 @@ again(struct tally_job *job, struct tally_agg_stats *st,
 {
 	if (!same_round(cur, h, sparse) || !same_owner(job, h))
 		return nack(st, v, h, differs(job, cur, h));
+	if (__builtin_expect(tally_tier_forwarded(job, cur), 0))
+		return tally_tier_forward(job, st, cur, h->slot, h->round, 1, v);
 	if (!cur->complete) {
 		st->duplicates++;
 		v->kind = TALLY_V_DROP;
@@ -343,6 +346,9 @@ count_in(struct tally_job *job, struct tally_agg_stats *st,
 		v->kind = TALLY_V_TAKEN;
 		return v->kind;
 	}
+	/* A leaf's round goes to its spine, whose result completes it. */
+	if (__builtin_expect(job->conf.up.ip != 0, 0))
+		return tally_tier_forward(job, st, cur, h->slot, h->round, 0, v);
 	if (h->type == TALLY_PT_GATHER) {
 		/* The owner's bytes, as they came. */
 		cur->res_enc = h->enc;
@@ -481,12 +487,38 @@ tally_agg_gap(const struct tally_verdict *v, const void *pkt, unsigned int len,
 	return g->kind;
 }
 
-/* A block-sparse contribution: its own copy, out of the dense path. */
+/*
+ * A block-sparse contribution: its own copy, out of the dense path. A
+ * leaf of two tiers carries dense rounds only (wrong_op).
+ */
 static __attribute__((noinline, cold)) enum tally_verdict_kind
 contribute_sparse(struct tally_job *job, struct tally_agg_stats *st,
 	const struct tally_hdr *h, const void *payload, struct tally_verdict *v)
 {
+	if (job->conf.up.ip != 0)
+		return nack(st, v, h, TALLY_ST_WRONG_OP);
 	return contribute(job, st, h, payload, v, 1);
+}
+
+enum tally_verdict_kind
+tally_agg_tier_done(struct tally_job *job, struct tally_agg_stats *st,
+	unsigned int slot, unsigned int b, uint64_t round,
+	struct tally_verdict *v)
+{
+	struct tally_set *cur = tally_job_set(job, slot, b);
+	uint32_t *lanes = tally_job_lanes(job, slot, b);
+
+	cur->res_enc = (uint8_t)(cur->type == TALLY_PT_MAX ? cur->enc :
+		tally_enc_result(cur->enc, job->conf.narrow));
+	cur->res_len = (uint16_t)tally_lanes_finish(lanes, cur->res_enc,
+		cur->count, job->conf.up.world);
+	cur->complete = 1;
+	st->completed++;
+	if ((cur->flags & TALLY_F_SEQ) && job->mac == NULL)
+		number(job, cur, slot);
+	v->tier = 1;
+	return result(job, cur, slot, b, round, TALLY_V_COMPLETE, v, 0,
+		TALLY_RANK_ALL);
 }
 
 /*
@@ -526,10 +558,15 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 	v->tagged = 0;
 	v->gap_n = 0;
 	v->part = 0;
+	v->tier = 0;
 	s = tally_hdr_decode(pkt, len, &h);
 	if (s == TALLY_ST_TRUNCATED || s == TALLY_ST_BAD_MAGIC ||
 			s == TALLY_ST_BAD_VERSION || s == TALLY_ST_BAD_TYPE)
 		return refuse(st, v, s);
+	/* A spine's result to a leaf (two tiers, tier.c). */
+	if (__builtin_expect(h.type == TALLY_PT_SUM_RESULT ||
+			h.type == TALLY_PT_MAX_RESULT, 0))
+		return tally_tier_result(tab, st, &h, s, pkt, len, src, v);
 	if (!tally_type_is_request(h.type))
 		return refuse(st, v, TALLY_ST_BAD_TYPE);
 	job = tally_jobtab_lookup(tab, h.job);
@@ -556,7 +593,8 @@ tally_agg_process(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 	if (h.slot >= job->conf.window)
 		return nack(st, v, &h, TALLY_ST_BAD_SLOT);
 	if (__builtin_expect(tally_type_is_part(h.type), 0) &&
-			(s = part_check(job, &h, len)) != TALLY_ST_OK)
+			(s = job->conf.up.ip != 0 ? TALLY_ST_WRONG_OP :
+			 part_check(job, &h, len)) != TALLY_ST_OK)
 		return nack(st, v, &h, s);
 	if ((h.flags & (TALLY_F_SEQ | TALLY_F_SPARSE)) == TALLY_F_SEQ)
 		seq_check(job, st, &h, v);

@@ -34,6 +34,15 @@ struct tally_agg_stats {
 	uint64_t gap_nacks;	/* NACKs gap: a member's frames missing */
 	uint64_t gap_lost;	/*   the frames they named */
 	uint64_t drops[TALLY_ST_MAX_]; /* refusals by reason; [0] unused */
+	/* Two tiers (tier.c): a leaf's rounds to and from its spine. */
+	uint64_t tier_forwarded;	/* completed rounds sent upstream */
+	uint64_t tier_reforwarded;	/* ... sent again: a member
+					 * retransmitted a forwarded round */
+	uint64_t tier_results;		/* the spine's results taken */
+	uint64_t tier_duplicates;	/* ... again, for a round already
+					 * complete here: dropped */
+	uint64_t tier_refused;		/* packets from upstream refused
+					 * (also in drops[] by reason) */
 } __attribute__((aligned(64)));
 
 enum tally_verdict_kind {
@@ -42,6 +51,9 @@ enum tally_verdict_kind {
 	TALLY_V_COMPLETE,	/* send the result to every member of job */
 	TALLY_V_RESEND,		/* send the stored result to the sender */
 	TALLY_V_NACK,		/* send hdr (a NACK) to the sender */
+	TALLY_V_UPSTREAM,	/* a leaf's round: send hdr and the payload
+				 * to the job's spine (conf.up, slot
+				 * hdr.slot), nothing to the sender */
 };
 
 struct tally_verdict {
@@ -68,6 +80,8 @@ struct tally_verdict {
 	uint64_t data_mask;
 	struct tally_hdr done;
 	uint8_t done_tag[TALLY_TAG_LEN];
+	uint8_t tier;		/* a COMPLETE made of the spine's result
+				 * (tier.c), not of a member's packet */
 };
 
 /*
@@ -97,5 +111,14 @@ enum tally_verdict_kind tally_agg_process(const struct tally_jobtab *tab,
  */
 enum tally_verdict_kind tally_agg_gap(const struct tally_verdict *v,
 	const void *pkt, unsigned int len, struct tally_verdict *g);
+
+/*
+ * Two tiers (tier.c): the round of slot in set b of a leaf job, its lanes
+ * now holding the spine's sum, finished into the members' result and
+ * numbered as a round completed here would be; fills v as a COMPLETE.
+ */
+enum tally_verdict_kind tally_agg_tier_done(struct tally_job *job,
+	struct tally_agg_stats *st, unsigned int slot, unsigned int b,
+	uint64_t round, struct tally_verdict *v);
 
 #endif /* TALLY_AGG_AGG_H */

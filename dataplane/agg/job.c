@@ -9,12 +9,27 @@ _Static_assert(sizeof(struct tally_set) == 32, "two sets a cache line");
 _Static_assert(TALLY_MAX_ELEMS * 4 <= UINT16_MAX,
 	"a result in 32-bit lanes must fit res_len and payload_len");
 
+/*
+ * A leaf's upstream: plain (no tags) and UDP, its rank a member of a spine
+ * job, and the total world at least its own.
+ */
+static int
+up_valid(const struct tally_job_conf *c)
+{
+	const struct tally_job_up *u = &c->up;
+
+	return u->ip == 0 || (u->port != 0 && !c->auth && !c->roce &&
+		u->rank < TALLY_MAX_WORKERS && u->world >= c->world &&
+		u->world <= TALLY_MAX_TIER_WORLD);
+}
+
 static int
 conf_valid(const struct tally_job_conf *c)
 {
 	return c->world >= 1 && c->world <= TALLY_MAX_WORKERS &&
 		c->window >= 1 && c->window <= TALLY_MAX_WINDOW &&
-		c->max_elems >= 1 && c->max_elems <= TALLY_MAX_ELEMS;
+		c->max_elems >= 1 && c->max_elems <= TALLY_MAX_ELEMS &&
+		up_valid(c);
 }
 
 /* Expands an authenticated job's keys: the results', then each member's. */

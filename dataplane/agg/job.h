@@ -18,6 +18,24 @@ struct tally_addr {
 	uint16_t port;
 };
 
+/*
+ * Two tiers (docs/scale-out.md, "Two tiers"): a leaf job is one rank of
+ * a spine job of the same id at another tally-dp. A completed round goes
+ * there as this rank's contribution (in 32-bit lanes), and the spine's
+ * result becomes the round's result (dataplane/agg/tier.c).
+ */
+struct tally_job_up {
+	uint32_t ip;		/* the spine's address, network order; 0: no
+				 * upstream (a plain job) */
+	uint16_t port;		/* its first UDP port, network order */
+	uint16_t nports;	/* its ports: slot s goes to port + s %
+				 * nports; 0 counts as 1 */
+	uint64_t token;		/* the spine job's wire token */
+	uint8_t rank;		/* this leaf's rank in the spine job */
+	uint16_t world;		/* ranks under every leaf: the total world
+				 * (a sign vote's majority counts them) */
+};
+
 struct tally_job_conf {
 	uint16_t id;
 	uint64_t token;
@@ -48,7 +66,11 @@ struct tally_job_conf {
 		uint8_t up[TALLY_KEY_LEN];	/* the member's packets */
 		uint8_t down[TALLY_KEY_LEN];	/* NACKs to the member */
 	} keys[TALLY_MAX_WORKERS];	/* auth: by rank */
+	struct tally_job_up up;	/* a leaf's spine; up.ip 0: none */
 };
+
+/* Ranks a two-tier job may have: 64 leaves of 64 members. */
+#define TALLY_MAX_TIER_WORLD	(TALLY_MAX_WORKERS * TALLY_MAX_WORKERS)
 
 #define TALLY_MAX_WINDOW 32768
 

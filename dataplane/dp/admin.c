@@ -164,6 +164,13 @@ job_json(const struct tally_dp *dp, const struct tally_job *job)
 		json_object_set_new(o, "group", json_pack("{s:s, s:i}", "ip",
 			ip, "port", ntohs(c->group.port)));
 	}
+	if (c->up.ip != 0) {	/* a leaf of two tiers; not the token */
+		inet_ntop(AF_INET, &c->up.ip, ip, sizeof(ip));
+		json_object_set_new(o, "upstream", json_pack("{s:s, s:i, s:i, "
+			"s:i, s:i}", "ip", ip, "port", ntohs(c->up.port),
+			"nports", c->up.nports, "rank", c->up.rank, "world",
+			c->up.world));
+	}
 	tally_dp_job_sum(dp, job, &sum);
 	json_object_set_new(o, "counters", ctr_json(&sum));
 	return o;

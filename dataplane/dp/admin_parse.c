@@ -19,7 +19,8 @@ static const struct command commands[TALLY_ADMIN_CMD_MAX_] = {
 	[TALLY_ADMIN_JOB_ADD] = { "job_add", "{\"id\", \"token\", "
 		"\"world\", \"window\"?, \"max_elems\"?, \"narrow\"?, "
 		"\"members\": [{\"ip\", \"port\" | \"qpn\"}, ...], "
-		"\"qkey\"?, \"group\"?: "
+		"\"qkey\"?, \"upstream\"?: {\"ip\", \"port\", "
+		"\"nports\"?, \"token\", \"rank\", \"world\"}, \"group\"?: "
 		"{\"ip\", \"port\"}, \"encodings\"?: [NAME, ...], \"auth\"?: "
 		"{\"result\", \"up\": [...], \"down\": [...]}}" },
 	[TALLY_ADMIN_JOB_DEL] = { "job_del", "{\"id\"}" },
@@ -296,6 +297,62 @@ parse_group(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 	return 0;
 }
 
+static const char *const up_keys[] = {
+	"ip", "port", "nports", "token", "rank", "world", NULL,
+};
+
+static const char *unknown_key(json_t *o, const char *const *keys);
+
+/*
+ * "upstream": {"ip", "port", "nports" (1), "token", "rank", "world"}: the
+ * job is a leaf of two tiers, rank "rank" of the spine job of the same id
+ * at ip (its ports port .. + nports - 1) with wire token "token"; "world"
+ * is the total of ranks under every leaf (docs/scale-out.md, "Two
+ * tiers"). Absent: a plain job. UDP and plain jobs only.
+ */
+static int
+parse_upstream(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
+{
+	json_t *u = json_object_get(o, "upstream");
+	json_int_t nports = 0, rank = 0, world = 0;
+	const char *ip, *k;
+	struct in_addr a;
+
+	if (u == NULL)
+		return 0;
+	if (!json_is_object(u))
+		return fail(EINVAL, why, wlen, "'upstream' must be an object");
+	if ((k = unknown_key(u, up_keys)) != NULL)
+		return fail(EINVAL, why, wlen, "'upstream': unknown key '%s'",
+			k);
+	ip = json_string_value(json_object_get(u, "ip"));
+	if (ip == NULL || inet_pton(AF_INET, ip, &a) != 1 ||
+			!unicast(a.s_addr))
+		return fail(EINVAL, why, wlen, "'upstream': 'ip' must be a "
+			"unicast IPv4 address");
+	if (get_port(u, &c->up.port) != 0)
+		return fail(EINVAL, why, wlen, "'upstream': 'port' must be "
+			"1..65535");
+	if (get_int(u, "nports", 1, 16, 1, &nports, why, wlen) ||
+			get_int(u, "rank", 0, TALLY_MAX_WORKERS - 1, -1, &rank,
+				why, wlen) ||
+			get_int(u, "world", c->world, TALLY_MAX_TIER_WORLD,
+				-1, &world, why, wlen) ||
+			parse_token(u, &c->up.token, why, wlen))
+		return -EINVAL;
+	if (ntohs(c->up.port) + nports - 1 > 65535)
+		return fail(EINVAL, why, wlen, "'upstream': ports past 65535");
+	if (c->roce || c->auth)
+		return fail(EINVAL, why, wlen, "'upstream': a leaf of two "
+			"tiers is a plain UDP job (no 'auth', no RoCEv2 "
+			"members)");
+	c->up.ip = a.s_addr;
+	c->up.nports = (uint16_t)nports;
+	c->up.rank = (uint8_t)rank;
+	c->up.world = (uint16_t)world;
+	return 0;
+}
+
 /* A key of TALLY_KEY_LEN bytes from 2 x TALLY_KEY_LEN hex digits. */
 static int
 get_key(json_t *x, uint8_t *key)
@@ -347,7 +404,7 @@ parse_auth(json_t *o, struct tally_job_conf *c, char *why, size_t wlen)
 
 static const char *const job_keys[] = {
 	"cmd", "id", "token", "world", "window", "max_elems", "narrow",
-	"members", "group", "encodings", "auth", "qkey", NULL,
+	"members", "group", "encodings", "auth", "qkey", "upstream", NULL,
 };
 
 static const char *const list_keys[] = { "cmd", "after", "limit", NULL };
@@ -404,7 +461,8 @@ tally_admin_parse_job_add(json_t *req, struct tally_job_conf *c,
 			parse_encodings(req, encs, why, wlen) != 0 ||
 			parse_auth(req, c, why, wlen) != 0 ||
 			get_int(req, "qkey", 0, 0x7fffffff,
-				TALLY_ROCE_QKEY(id), &qkey, why, wlen) != 0)
+				TALLY_ROCE_QKEY(id), &qkey, why, wlen) != 0 ||
+			parse_upstream(req, c, why, wlen) != 0)
 		return -EINVAL;
 	c->qkey = (uint32_t)qkey;
 	/* tally-dp sizes a RoCEv2 job's packets to its path MTU. */

@@ -43,6 +43,9 @@ struct tally_dp_stats {
 				 * another MAC: not learned */
 	uint64_t misrouted;	/* slot sent to another lcore's UDP port */
 	uint64_t idle_sleeps;
+	uint64_t upstream;	/* a leaf's rounds sent to its spine */
+	uint64_t upstream_bcast; /* ... to the Ethernet broadcast address:
+				 * the spine's MAC not learned yet */
 	uint64_t net_drops[TALLY_NET_DROP_MAX_];
 	uint64_t roce_drops[TALLY_ROCE_DROP_MAX_];	/* RoCEv2 refusals */
 };

@@ -289,6 +289,8 @@ tally_dp_job_check(const struct tally_dp *dp,
 			c->max_elems, mib(dp->max_job_mem));
 	if (c->auth)	/* every packet carries a tag */
 		encs |= TALLY_ENC_AUTH;
+	if (c->up.ip != 0)	/* a leaf's rounds go upstream in 32 bits */
+		encs |= TALLY_ENC_BIT(TALLY_ENC_I32);
 	if (c->roce)
 		return roce_check(dp, c, encs, why, wlen);
 	udp = tally_job_udp_len(encs, c->narrow, c->max_elems, &worst);

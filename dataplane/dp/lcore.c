@@ -416,6 +416,62 @@ answer(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 }
 
 /*
+ * A leaf's round to its spine (verdict UPSTREAM, two tiers): one frame to
+ * the spine's port for the slot, from tally-dp's first port (the address
+ * the spine knows this leaf by, whichever lcore sends), to the spine's
+ * MAC once learned from its results, to the Ethernet broadcast address
+ * until then (the spine never sends first). Counted in the job's row c
+ * as bytes out, not as a result.
+ */
+static void
+upstream(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
+	const struct tally_verdict *v, struct tally_job_ctr *c)
+{
+	static const struct rte_ether_addr bcast = {
+		.addr_bytes = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
+	};
+	const struct tally_job_up *up = &v->job->conf.up;
+	struct tally_addr to = { .ip = up->ip };
+	const struct rte_ether_addr *mac;
+	struct tally_net_tmpl t;
+	struct tally_net_dst dst;
+	struct rte_mbuf *body;
+	uint32_t ck;
+
+	to.port = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(up->port) +
+		v->hdr.slot % (up->nports > 0 ? up->nports : 1)));
+	if (unlikely(TALLY_IPV4_UDP_LEN + TALLY_HDR_LEN +
+			(unsigned int)v->payload_len > dp->mtu)) {
+		lc->st.too_big++;
+		return;
+	}
+	body = tally_net_body(dp->pool, &v->hdr, v->payload, v->payload_len,
+		NULL, &ck);
+	if (body == NULL) {
+		lc->st.no_mbuf++;
+		return;
+	}
+	mac = tally_net_neigh_lookup(lc->neigh, up->ip);
+	if (mac == NULL) {
+		mac = &bcast;
+		lc->st.upstream_bcast++;
+	}
+	tally_net_tmpl_init(&t, &dp->self, &to);
+	dst = (struct tally_net_dst){ &t, mac };
+	if (o->n + 1 > OUT_MAX)
+		flush(dp, lc, o);
+	if (unlikely(tally_net_fanout(dp->hdr_pool, body, ck, dp->self.port,
+			&dst, 1, o->m + o->n) != 0)) {
+		lc->st.no_mbuf++;
+		return;
+	}
+	if (queue_frames(dp, lc, o, 1) == 1) {
+		lc->st.upstream++;
+		c->bytes_out += TALLY_HDR_LEN + v->payload_len;
+	}
+}
+
+/*
  * Counts verdict k on packet rx into the job's row c: what was accepted
  * (with its elements, read back from the wire header the engine decoded),
  * completed, answered from a stored result, NACKed, refused or dropped
@@ -425,7 +481,17 @@ static inline void
 count(struct tally_job_ctr *c, enum tally_verdict_kind k,
 	const struct tally_verdict *v, const struct tally_net_rx *rx)
 {
-	if (likely(k == TALLY_V_TAKEN || k == TALLY_V_COMPLETE)) {
+	if (unlikely(v->tier)) {
+		c->rounds++;	/* the spine's result: no contribution */
+		return;
+	}
+	if (unlikely(k == TALLY_V_UPSTREAM) &&
+			(v->hdr.flags & TALLY_F_RETX)) {
+		c->resent++;	/* a member's retransmission, forwarded */
+		return;
+	}
+	if (likely(k == TALLY_V_TAKEN || k == TALLY_V_COMPLETE ||
+			k == TALLY_V_UPSTREAM)) {
 		const uint8_t *w = rx->payload;
 
 		c->contributions++;
@@ -508,7 +574,9 @@ contribution(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 	/* Proven members (and their duplicates) teach us their MAC. */
 	if (k != TALLY_V_DROP || v.status == TALLY_ST_OK)
 		tally_net_neigh_learn(lc->neigh, rx->src.ip, &rx->src_mac);
-	if (k >= TALLY_V_COMPLETE)
+	if (unlikely(k == TALLY_V_UPSTREAM))
+		upstream(dp, lc, o, &v, c);
+	else if (k >= TALLY_V_COMPLETE)
 		answer(dp, lc, o, &v, rx, rr, c);
 	/* The sender's frames before this one went missing: say so. */
 	if (unlikely(v.gap_n != 0) &&
@@ -556,6 +624,18 @@ aggregate(struct tally_dp *dp, struct tally_dp_lcore *lc, struct out *o,
 }
 
 /*
+ * Whether rx is a result (two tiers: a spine's, to a leaf job), which the
+ * spine sends to our first port whatever its slot.
+ */
+static inline int
+tier_result(const struct tally_net_rx *rx)
+{
+	uint8_t t = rx->payload[offsetof(struct tally_wire_hdr, type)];
+
+	return t == TALLY_PT_SUM_RESULT || t == TALLY_PT_MAX_RESULT;
+}
+
+/*
  * Which lcore owns the frame's slot: the UDP port (RoCEv2: the QPN) it
  * was sent to. A slot that does not belong to that port is refused, so
  * no two lcores ever touch one slot. Returns the owner, or -1.
@@ -570,6 +650,9 @@ owner(const struct tally_dp *dp, struct tally_dp_lcore *lc,
 		slot = tally_ld_be16(rx->payload +
 			offsetof(struct tally_wire_hdr, slot));
 		if (slot % dp->nworkers != rx->queue) {
+			/* A spine's result comes to our first port. */
+			if (tier_result(rx))
+				return slot % dp->nworkers;
 			lc->st.misrouted++;
 			return -1;
 		}

@@ -24,12 +24,17 @@ static const struct field fields[] = {
 	DP(rx), DP(tx), DP(tx_dropped), DP(results), DP(arp_replies),
 	DP(icmp_replies), DP(dispatched), DP(ring_full), DP(no_neigh),
 	DP(no_mbuf), DP(too_big), DP(arp_refused), DP(misrouted),
-	DP(idle_sleeps),
+	DP(idle_sleeps), DP(upstream), DP(upstream_bcast),
 	AGG("agg_rx", rx), AGG("contributions", accepted),
 	AGG("elements", elements), AGG("completed", completed),
 	AGG("retransmissions_served", resent), AGG("duplicates", duplicates),
 	AGG("nacks", nacks), AGG("gap_nacks", gap_nacks),
 	AGG("gap_lost", gap_lost),
+	AGG("tier_forwarded", tier_forwarded),
+	AGG("tier_reforwarded", tier_reforwarded),
+	AGG("tier_results", tier_results),
+	AGG("tier_duplicates", tier_duplicates),
+	AGG("tier_refused", tier_refused),
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))

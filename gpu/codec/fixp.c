@@ -56,6 +56,28 @@ tally_fixp_exponent(float absmax, unsigned int world, int *exp)
 	return 0;
 }
 
+/*
+ * tally_fixp_exponent() past 64 ranks (two tiers): e for one rank, less
+ * what the bigger world takes off b. Writes *exp only on success.
+ */
+int
+tally_fixp_exponent_total(float absmax, unsigned int world, int *exp)
+{
+	uint32_t lim;
+	int b, e;
+
+	if (world <= TALLY_FIXP_WORLD_MAX)
+		return tally_fixp_exponent(absmax, world, exp);
+	if (world > TALLY_FIXP_TIER_WORLD_MAX ||
+			tally_fixp_exponent(absmax, 1, &e) != 0)
+		return -EINVAL;
+	lim = (uint32_t)INT32_MAX / world;
+	for (b = 0; lim > 1; lim >>= 1)
+		b++;
+	*exp = absmax == 0.0f ? 0 : e - (30 - b);
+	return 0;
+}
+
 /* The floats' bits, read in place (so that the max loop vectorizes). */
 typedef uint32_t f32bits __attribute__((may_alias));
 

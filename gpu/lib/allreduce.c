@@ -210,7 +210,7 @@ tally_lib_fixp_sum_div(struct tally_ctx *ctx, float *buf, size_t n,
 	if (rc != 0)
 		return rc;
 	/* Every rank has the same maximum, so all agree on what follows. */
-	if (tally_fixp_exponent(global, ctx->world, e) != 0)
+	if (tally_fixp_exponent_total(global, ctx->scale_world, e) != 0)
 		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over "
 			"all ranks is %g: no fixed-point scale for it", global);
 	fixp_out_div(&out, *e, div);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tally/fixp.h>
 #include <tally/limits.h>
 
 #include "dev.h"
@@ -135,6 +136,11 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	if (o->rank >= o->world)
 		return tally_ctx_open_fail(-EINVAL, "rank %u is not below world %u",
 			o->rank, o->world);
+	if (o->scale_world != 0 && (o->scale_world < o->world ||
+			o->scale_world > TALLY_FIXP_TIER_WORLD_MAX))
+		return tally_ctx_open_fail(-EINVAL, "scale_world %u is not in "
+			"%u..%u", o->scale_world, o->world,
+			TALLY_FIXP_TIER_WORLD_MAX);
 	if (o->elems > TALLY_MAX_ELEMS)
 		return tally_ctx_open_fail(-EINVAL, "elems %u is above %u", o->elems,
 			TALLY_MAX_ELEMS);
@@ -177,6 +183,7 @@ check_opts(const struct tally_ctx_opts *o, struct tally_udp_conf *uc,
 	ctx->token = o->token;
 	ctx->rank = o->rank;
 	ctx->world = o->world;
+	ctx->scale_world = o->scale_world != 0 ? o->scale_world : o->world;
 	ctx->narrow = o->narrow != 0;
 	if (o->codec != NULL) {
 		char why[160];

@@ -65,6 +65,7 @@ struct tally_ctx {
 	uint64_t token;
 	uint8_t rank;
 	uint8_t world;
+	uint16_t scale_world;		/* opts' scale_world, else world */
 	uint16_t window;
 	uint16_t elems;
 	uint8_t narrow;			/* the job's results keep their width */

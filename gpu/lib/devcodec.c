@@ -137,7 +137,7 @@ tally_lib_dev_fixp_sum(struct tally_ctx *ctx, float *d_buf, size_t n,
 	rc = tally_lib_dev_absmax(ctx, d_buf, n, stream, &global);
 	if (rc != 0)
 		return rc;
-	if (tally_fixp_exponent(global, ctx->world, e) != 0)
+	if (tally_fixp_exponent_total(global, ctx->scale_world, e) != 0)
 		return tally_ctx_fail(ctx, -ERANGE, "the largest |x| over "
 			"all ranks is %g: no fixed-point scale for it", global);
 	j.scale_exp = (int16_t)*e;

@@ -76,6 +76,18 @@ extern "C" {
  */
 int tally_fixp_exponent(float absmax, unsigned int world, int *exp);
 
+/* Ranks of a two-tier job: 64 leaves of 64 (docs/scale-out.md). */
+#define TALLY_FIXP_TIER_WORLD_MAX	4096
+
+/*
+ * tally_fixp_exponent() for the total world of a two-tier job, 1 ..
+ * TALLY_FIXP_TIER_WORLD_MAX: the same rule (b = floor(log2((2^31 - 1) /
+ * world)): 24 for 64 .. 127, 23 for 128 .. 255, ..., 18 for 4096), so
+ * the spine's int32 sum of every rank cannot overflow; the same e as
+ * tally_fixp_exponent() for a world of up to 64. Returns 0 or -EINVAL.
+ */
+int tally_fixp_exponent_total(float absmax, unsigned int world, int *exp);
+
 /* Max |x[i]| over n elements (NaN counts as 0); 0 when n is 0. Borrows x. */
 float tally_fixp_absmax(const float *x, size_t n);
 

@@ -157,6 +157,13 @@ struct tally_ctx_opts {
 				 * sent). Borrowed; tally_open() derives
 				 * it from the job's token and the
 				 * membership's epoch */
+	uint16_t scale_world;	/* the world the fixed-point scale of
+				 * tally_allreduce_f32() and the fixp codec
+				 * is picked for: every rank under every
+				 * leaf of a two-tier job, world ..
+				 * 4096 (docs/scale-out.md, "Two tiers");
+				 * 0 = world. tally_open() leaves it 0:
+				 * tallyd does not build trees yet */
 };
 
 /*

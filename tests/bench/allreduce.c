@@ -93,6 +93,9 @@ struct ar_opts {
 	int have_scale;			/* --scale-exp given: */
 	int scale_exp;			/* f32 tensors times 2^scale_exp */
 	int vary;			/* iteration k's tensors: seed + k */
+	unsigned long tier;		/* --tier PER: a leaf of PER ranks
+					 * of a two-tier job; --rank and
+					 * --world are then the total's */
 	int auth;			/* keys given: an authenticated job */
 	int cuda;			/* --cuda: the tensor in GPU memory */
 	struct tally_auth_keys keys;	/* $TALLY_AUTH_KEYS */
@@ -167,6 +170,7 @@ static const struct option long_opts[] = {
 	{ "no-barrier", no_argument, NULL, 'B' },
 	{ "scale-exp", required_argument, NULL, 'X' },
 	{ "vary", no_argument, NULL, 'V' },
+	{ "tier", required_argument, NULL, 'E' },
 	{ "cuda", no_argument, NULL, 'G' },
 	{ "transport", required_argument, NULL, 'x' },
 	{ "ifname", required_argument, NULL, 'I' },
@@ -270,6 +274,14 @@ usage(FILE *f)
 		"  --seed S                 seed of the tensors (default 1)\n"
 		"  --vary                   new tensors every iteration "
 		"(seed + k)\n"
+		"  --tier PER               --dp is the leaf of a two-tier "
+		"job whose leaves\n"
+		"                           have PER ranks each: this "
+		"worker is rank\n"
+		"                           R %% PER of leaf R / PER, and the "
+		"scale is for W\n"
+		"                           (up to 64 x 64; allreduce, f32 or "
+		"i32, with --dp)\n"
 		"  --cuda                   the tensor in GPU memory (device "
 		"0), through\n"
 		"                           tally_allreduce_cuda() on a "
@@ -548,6 +560,9 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	case 'V':
 		o->vary = 1;
 		return 0;
+	case 'E':
+		return bench_parse_uint("tier", arg, 1, TALLY_MAX_WORKERS,
+			&o->tier);
 	case 'O': {
 		char *tail;
 
@@ -596,12 +611,12 @@ parse_value(int c, const char *arg, struct ar_opts *o)
 	}
 	case 'r':
 		o->given |= GIVEN_RANK;
-		return bench_parse_uint("rank", arg, 0, TALLY_MAX_WORKERS - 1,
-			&o->rank);
+		return bench_parse_uint("rank", arg, 0,
+			TALLY_FIXP_TIER_WORLD_MAX - 1, &o->rank);
 	case 'w':
 		o->given |= GIVEN_WORLD;
-		return bench_parse_uint("world", arg, 1, TALLY_MAX_WORKERS,
-			&o->world);
+		return bench_parse_uint("world", arg, 1,
+			TALLY_FIXP_TIER_WORLD_MAX, &o->world);
 	case 's':
 		return parse_size(arg, &o->size);
 	case 'M':
@@ -746,6 +761,20 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 	if (o->rank >= o->world) {
 		fprintf(stderr, "--rank %lu is not below --world %lu\n",
 			o->rank, o->world);
+		goto bad;
+	}
+	if (o->tier == 0 && o->world > TALLY_MAX_WORKERS) {
+		fprintf(stderr, "--world %lu: above %u needs --tier\n",
+			o->world, TALLY_MAX_WORKERS);
+		goto bad;
+	}
+	if (o->tier != 0 && (o->world % o->tier != 0 ||
+			o->world / o->tier > TALLY_MAX_WORKERS ||
+			o->op != OP_ALLREDUCE || o->h16 || o->url[0] != '\0' ||
+			(o->codec != NULL && strcmp(o->codec, "fixp") != 0))) {
+		fprintf(stderr, "--tier %lu: --world a multiple of it, of at "
+			"most %u leaves; allreduce of f32 or i32 with --dp\n",
+			o->tier, TALLY_MAX_WORKERS);
 		goto bad;
 	}
 	if ((o->url[0] != '\0') != (o->jtoken[0] != '\0')) {
@@ -952,7 +981,8 @@ reference(const struct ar_opts *o, size_t n, void *ref)
 		}
 	}
 	if (o->f32)
-		(void)tally_fixp_exponent(amax, (unsigned int)o->world, &e);
+		(void)tally_fixp_exponent_total(amax, (unsigned int)o->world,
+			&e);
 	memset(acc, 0, n * 4);
 	for (r = 0; r < o->world; r++) {
 		for (i0 = 0; i0 < n; i0 += len) {
@@ -988,8 +1018,9 @@ open_ctx(const struct ar_opts *o, struct tally_ctx **ctx)
 		.group_addr = o->group[0] != '\0' ? o->group : NULL,
 		.job = (uint16_t)o->job,
 		.token = o->token,
-		.rank = (uint8_t)o->rank,
-		.world = (uint8_t)o->world,
+		.rank = (uint8_t)(o->tier != 0 ? o->rank % o->tier : o->rank),
+		.world = (uint8_t)(o->tier != 0 ? o->tier : o->world),
+		.scale_world = (uint16_t)(o->tier != 0 ? o->world : 0),
 		.window = (uint16_t)o->window,
 		.elems = (uint16_t)o->elems,
 		.timeout_ms = (unsigned int)o->timeout_ms,

@@ -389,6 +389,58 @@ job_add_bad_group(void **state)
 		"\"239.1.2.3\"}}", "'group': 'port' must be 1..65535");
 }
 
+/* "upstream": a leaf of two tiers (docs/scale-out.md, "Two tiers"). */
+static void
+job_add_upstream(void **state)
+{
+	struct tally_job_conf c;
+	char why[256] = "";
+
+	(void)state;
+	assert_int_equal(job_add(ADD "\"id\":1," TOK "," ONE ",\"upstream\":"
+		"{\"ip\":\"10.77.0.9\",\"port\":47474,\"nports\":2,"
+		"\"token\":\"00000000000000ff\",\"rank\":1,\"world\":66}}",
+		&c, why, sizeof(why)), 0);
+	assert_int_equal(c.up.ip, htonl(0x0a4d0009));
+	assert_int_equal(c.up.port, htons(47474));
+	assert_int_equal(c.up.nports, 2);
+	assert_int_equal(c.up.token, 0xff);
+	assert_int_equal(c.up.rank, 1);
+	assert_int_equal(c.up.world, 66);
+	assert_int_equal(job_add(ADD "\"id\":1," TOK "," ONE "}", &c, why,
+		sizeof(why)), 0);
+	assert_int_equal(c.up.ip, 0);
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":1}",
+		"'upstream' must be an object");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":{\"ip\":"
+		"\"10.77.0.9\",\"port\":1,\"token\":\"00000000000000ff\","
+		"\"rank\":0,\"world\":4,\"job\":3}}",
+		"'upstream': unknown key 'job'");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":{\"ip\":"
+		"\"239.1.1.1\",\"port\":1,\"token\":\"00000000000000ff\","
+		"\"rank\":0,\"world\":4}}",
+		"'upstream': 'ip' must be a unicast IPv4 address");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":{\"ip\":"
+		"\"10.77.0.9\",\"token\":\"00000000000000ff\","
+		"\"rank\":0,\"world\":4}}",
+		"'upstream': 'port' must be 1..65535");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":{\"ip\":"
+		"\"10.77.0.9\",\"port\":1,\"token\":\"00000000000000ff\","
+		"\"rank\":64,\"world\":4}}",
+		"'rank' must be an integer in 0..63");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":{\"ip\":"
+		"\"10.77.0.9\",\"port\":1,\"token\":\"00000000000000ff\","
+		"\"rank\":0,\"world\":4097}}",
+		"'world' must be an integer in 1..4096");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":{\"ip\":"
+		"\"10.77.0.9\",\"port\":1,\"rank\":0,\"world\":4}}",
+		"'token' must be 16 hex digits");
+	job_add_fails(ADD "\"id\":1," TOK "," ONE ",\"upstream\":{\"ip\":"
+		"\"10.77.0.9\",\"port\":65535,\"nports\":2,"
+		"\"token\":\"00000000000000ff\",\"rank\":0,\"world\":4}}",
+		"'upstream': ports past 65535");
+}
+
 static void
 job_add_unknown_key(void **state)
 {
@@ -608,6 +660,7 @@ main(void)
 		cmocka_unit_test(job_add_encodings),
 		cmocka_unit_test(job_add_roce),
 		cmocka_unit_test(job_add_bad_group),
+		cmocka_unit_test(job_add_upstream),
 		cmocka_unit_test(job_add_unknown_key),
 		cmocka_unit_test(duplicate_keys),
 		cmocka_unit_test(not_an_object),

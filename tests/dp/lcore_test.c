@@ -871,6 +871,118 @@ admission(void **state)
 	assert_pools_full();
 }
 
+/*
+ * Two tiers at the lcore (docs/scale-out.md): a leaf job's completed
+ * round leaves as one frame to its spine's port for the slot, from our
+ * first port, with the wide partial sum, to the broadcast MAC until the
+ * spine's is known; the spine's result (to our first port) goes to the
+ * members and teaches the spine's MAC, which the next round's frame then
+ * takes; a result with another token is refused and counted.
+ */
+#define SPINE_IP	RTE_IPV4(10, 0, 9, 1)
+#define SPINE_PORT	47000
+
+static void
+send_result(uint16_t id, uint64_t token, unsigned int slot, unsigned int set,
+	uint16_t count, const uint32_t *sum, struct rte_ether_addr mac)
+{
+	uint8_t pl[TALLY_HDR_LEN + 4 * MAX_ELEMS], frame[F_PAY + sizeof(pl)];
+	struct tally_hdr h = {
+		.version = TALLY_PROTO_VERSION, .type = TALLY_PT_SUM_RESULT,
+		.flags = set & 1 ? TALLY_F_SET : 0, .enc = TALLY_ENC_I32,
+		.job = id, .token = token, .rank = TALLY_RANK_ALL,
+		.slot = (uint16_t)slot, .offset = slot * 1000u, .count = count,
+		.next_block = TALLY_NO_BLOCK, .round = set,
+	};
+	struct udp_spec sp;
+	struct rte_mbuf *m;
+	size_t len;
+
+	tally_hdr_encode(&h, pl);
+	memcpy(pl + TALLY_HDR_LEN, sum, 4u * count);
+	sp = test_udp_spec(pl, TALLY_HDR_LEN + 4u * count);
+	sp.sip = rte_cpu_to_be_32(SPINE_IP);
+	sp.sport = SPINE_PORT + 1;
+	len = build_udp(frame, &sp);
+	memcpy(frame + 6, mac.addr_bytes, 6);
+	m = to_mbuf(frame_pool, frame, len);
+	assert_non_null(m);
+	assert_int_equal(rte_ring_enqueue(rxr, m), 0);
+}
+
+static void
+tier_upstream(void **state)
+{
+	static const struct rte_ether_addr bcast = {{ 0xff, 0xff, 0xff, 0xff,
+		0xff, 0xff }};
+	struct rte_ether_addr macs[WORLD], smac = {{ 0x02, 0, 0, 9, 9, 1 }};
+	struct tally_job_conf c = {
+		.id = 31, .token = TOKEN, .world = WORLD, .window = 4,
+		.max_elems = 64,
+		.up = { .ip = rte_cpu_to_be_32(SPINE_IP),
+			.port = rte_cpu_to_be_16(SPINE_PORT), .nports = 2,
+			.token = TOKEN ^ 1, .rank = 5, .world = 9 },
+	};
+	uint32_t up[16], spine[16];
+	struct sent s[WORLD];
+	char why[256];
+
+	(void)state;
+	for (unsigned int r = 0; r < WORLD; r++) {
+		macs[r] = mmac(r, 1);
+		c.members[r] = maddr(r, 0);
+	}
+	assert_int_equal(tally_dp_job_add(&dp, &c, TALLY_ENC_ALL, why,
+		sizeof(why)), 0);
+	round_of(31, 3, 0, 16, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), 1);
+	assert_int_equal(s[0].dip, rte_cpu_to_be_32(SPINE_IP));
+	assert_int_equal(s[0].dport, rte_cpu_to_be_16(SPINE_PORT + 3 % 2));
+	assert_memory_equal(s[0].dmac.addr_bytes, bcast.addr_bytes, 6);
+	assert_int_equal(s[0].h.type, TALLY_PT_SUM);
+	assert_int_equal(s[0].h.token, TOKEN ^ 1);
+	assert_int_equal(s[0].h.rank, 5);
+	assert_int_equal(s[0].h.slot, 3);
+	memcpy(up, s[0].f + F_PAY + TALLY_HDR_LEN, sizeof(up));
+	for (unsigned int e = 0; e < 16; e++) {
+		uint32_t want = 0;
+
+		for (unsigned int r = 0; r < WORLD; r++)
+			want += elem(r, 3, 0, e);
+		assert_int_equal(up[e], want);
+		spine[e] = want * 3;	/* the other leaves' too */
+	}
+	assert_int_equal(lc->st.upstream, 1);
+	assert_int_equal(lc->st.upstream_bcast, 1);
+	/* Another token: refused, nothing sent. */
+	send_result(31, TOKEN, 3, 0, 16, spine, smac);
+	poll_all();
+	assert_int_equal(take_sent(s, WORLD), 0);
+	assert_int_equal(lc->agg.tier_refused, 1);
+	assert_int_equal(lc->agg.drops[TALLY_ST_BAD_TOKEN], 1);
+	/* The spine's result: every member gets it. */
+	send_result(31, TOKEN ^ 1, 3, 0, 16, spine, smac);
+	poll_all();
+	assert_int_equal(take_sent(s, WORLD), WORLD);
+	for (unsigned int r = 0; r < WORLD; r++) {
+		const struct sent *f = to_addr(s, WORLD, maddr(r, 0));
+
+		assert_non_null(f);
+		assert_int_equal(f->h.type, TALLY_PT_SUM_RESULT);
+		assert_int_equal(f->h.token, TOKEN);
+		assert_memory_equal(f->f + F_PAY + TALLY_HDR_LEN, spine,
+			sizeof(spine));
+	}
+	assert_int_equal(lc->agg.tier_results, 1);
+	/* The next round goes to the spine's MAC, learned from its result. */
+	round_of(31, 3, 1, 16, 0, macs);
+	assert_int_equal(take_sent(s, WORLD), 1);
+	assert_memory_equal(s[0].dmac.addr_bytes, smac.addr_bytes, 6);
+	assert_int_equal(lc->st.upstream_bcast, 1);
+	assert_int_equal(tally_dp_job_del(&dp, 31, NULL), 0);
+	assert_pools_full();
+}
+
 /* The port, the dataplane's state as tally-dp's main.c builds it. */
 static int
 setup(void **state)
@@ -1009,6 +1121,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(result_too_big),
 		cmocka_unit_test(final_counters),
 		cmocka_unit_test(admission),
+		cmocka_unit_test(tier_upstream),
 	};
 	int rc;
 

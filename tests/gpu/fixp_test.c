@@ -777,12 +777,49 @@ nan_inf_sums(void **state)
 		3, &e), -EINVAL);
 }
 
+/*
+ * Two tiers: the total world's exponent is tally_fixp_exponent()'s up to
+ * 64 and keeps world x 2^b within int32 up to 4096 (docs/scale-out.md).
+ */
+static void
+exponent_total(void **state)
+{
+	int e = 777, e1;
+
+	(void)state;
+	for (unsigned int w = 1; w <= TALLY_FIXP_WORLD_MAX; w++) {
+		assert_int_equal(tally_fixp_exponent(0.75f, w, &e1), 0);
+		assert_int_equal(tally_fixp_exponent_total(0.75f, w, &e), 0);
+		assert_int_equal(e, e1);
+	}
+	for (unsigned int w = 65; w <= TALLY_FIXP_TIER_WORLD_MAX; w++) {
+		int b;
+
+		/* 0.5 = 0.5 * 2^0: e is b itself. */
+		assert_int_equal(tally_fixp_exponent_total(0.5f, w, &b), 0);
+		assert_true((uint64_t)w << b <= INT32_MAX);
+		assert_true((uint64_t)w << (b + 1) > INT32_MAX);
+	}
+	assert_int_equal(tally_fixp_exponent_total(0.5f, 66, &e), 0);
+	assert_int_equal(e, 24);
+	assert_int_equal(tally_fixp_exponent_total(0.5f, 4096, &e), 0);
+	assert_int_equal(e, 18);
+	assert_int_equal(tally_fixp_exponent_total(0.0f, 100, &e), 0);
+	assert_int_equal(e, 0);
+	e = 777;
+	assert_int_equal(tally_fixp_exponent_total(1.0f, 4097, &e), -EINVAL);
+	assert_int_equal(tally_fixp_exponent_total(NAN, 100, &e), -EINVAL);
+	assert_int_equal(tally_fixp_exponent_total(1.0f, 0, &e), -EINVAL);
+	assert_int_equal(e, 777);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(exponent_known),
 		cmocka_unit_test(exponent_worlds),
+		cmocka_unit_test(exponent_total),
 		cmocka_unit_test(exponent_zero),
 		cmocka_unit_test(exponent_tiny),
 		cmocka_unit_test(exponent_huge),

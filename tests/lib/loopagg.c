@@ -309,6 +309,8 @@ contribution(struct loopagg *a, int fd, const uint8_t *pkt, unsigned int len,
 	case TALLY_V_NACK:
 		emit(a, fd, from, &v.hdr, NULL, 0, v.tagged ? v.tag : NULL);
 		break;
+	case TALLY_V_UPSTREAM:	/* loopagg's jobs have no spine */
+		return;
 	}
 	a->peer[v.rank] = *from;
 	a->known[v.rank] = 1;
