@@ -5,7 +5,9 @@
  * read; every rank calls ncclCommInitRank, then sums f32 (in eighths,
  * exact in float and in tally's fixed point alike) and i32 tensors with
  * ncclAllReduce in device memory and checks each against the sums it
- * computes itself (tests/nccl/data.c). With NCCL_NET_PLUGIN naming
+ * computes itself (tests/nccl/data.c); bf16 and f16 in quarters within
+ * +-8 (exact in the type) too, which the plugin takes on host memory
+ * only (with TALLY_NCCL_CUDA=1 NCCL sums them on its rings). With NCCL_NET_PLUGIN naming
  * libnccl-net-tally.so and NCCL_COLLNET_ENABLE=1, NCCL's own INFO lines
  * say whether the plugin was loaded and whether CollNet carried the sums;
  * the test script reads them and tally-dp's counters. Prints
@@ -30,6 +32,7 @@ struct opts {
 	int device;
 	int iters;
 	double limit;		/* seconds one collective may take */
+	int no16;		/* --no16: f32 and i32 only */
 	const char *idfile;
 	size_t sizes[8];
 	int nsizes;
@@ -125,9 +128,19 @@ static int
 one(const struct opts *o, ncclComm_t comm, cudaStream_t s, void *d,
 	size_t n, int kind, double *secs)
 {
-	const char *name = kind == DATA_I32 ? "i32" : "f32 (eighths)";
-	ncclDataType_t t = kind == DATA_I32 ? ncclInt32 : ncclFloat32;
-	size_t bytes = (n ? n : 1) * 4;
+	static const char *const names[] = {
+		[DATA_I32] = "i32", [DATA_F32_EIGHTHS] = "f32 (eighths)",
+		[DATA_BF16_QUARTERS] = "bf16 (quarters)",
+		[DATA_F16_QUARTERS] = "f16 (quarters)",
+	};
+	static const ncclDataType_t types[] = {
+		[DATA_I32] = ncclInt32, [DATA_F32_EIGHTHS] = ncclFloat32,
+		[DATA_BF16_QUARTERS] = ncclBfloat16,
+		[DATA_F16_QUARTERS] = ncclFloat16,
+	};
+	const char *name = names[kind];
+	ncclDataType_t t = types[kind];
+	size_t es = data_esize(kind), bytes = (n ? n : 1) * es;
 	void *in = malloc(bytes), *got = malloc(bytes), *want = malloc(bytes);
 	const char *why = "";
 	ncclResult_t nr;
@@ -139,7 +152,7 @@ one(const struct opts *o, ncclComm_t comm, cudaStream_t s, void *d,
 		goto out;
 	data_fill(in, n, kind, 13, (unsigned int)o->rank);
 	data_expect(want, n, kind, 13, (unsigned int)o->world, n ? n : 1);
-	if (cudaMemcpy(d, in, n * 4, cudaMemcpyHostToDevice) != cudaSuccess) {
+	if (cudaMemcpy(d, in, n * es, cudaMemcpyHostToDevice) != cudaSuccess) {
 		report(o, 0, "%s n=%zu: %s", name, n, "cudaMemcpy in failed");
 		goto out;
 	}
@@ -155,7 +168,7 @@ one(const struct opts *o, ncclComm_t comm, cudaStream_t s, void *d,
 		goto out;
 	}
 	*secs = data_now() - t0;
-	if (cudaMemcpy(got, d, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+	if (cudaMemcpy(got, d, n * es, cudaMemcpyDeviceToHost) != cudaSuccess) {
 		report(o, 0, "%s n=%zu: %s", name, n, "cudaMemcpy out failed");
 		goto out;
 	}
@@ -206,6 +219,7 @@ parse(int argc, char **argv, struct opts *o)
 		{ "size", required_argument, NULL, 's' },
 		{ "iters", required_argument, NULL, 'n' },
 		{ "limit", required_argument, NULL, 'l' },
+		{ "no16", no_argument, NULL, 'x' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -222,6 +236,7 @@ parse(int argc, char **argv, struct opts *o)
 		case 'i': o->idfile = optarg; break;
 		case 'n': o->iters = atoi(optarg); break;
 		case 'l': o->limit = atof(optarg); break;
+		case 'x': o->no16 = 1; break;
 		case 's':
 			if (o->nsizes == 8)
 				return -1;
@@ -250,7 +265,8 @@ main(int argc, char **argv)
 
 	if (parse(argc, argv, &o) != 0) {
 		fprintf(stderr, "usage: nccl-gpu --rank R --world W --id FILE "
-			"[--size N]... [--iters N] [--limit S] [--device D]\n");
+			"[--size N]... [--iters N] [--limit S] [--device D] "
+			"[--no16]\n");
 		return 2;
 	}
 	ncclGetVersion(&v);
@@ -286,9 +302,12 @@ main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < o.nsizes && failures == 0; i++) {
-		one(&o, comm, s, d, o.sizes[i], DATA_F32_EIGHTHS, &secs);
-		if (failures == 0)
-			one(&o, comm, s, d, o.sizes[i], DATA_I32, &secs);
+		static const int kinds[] = { DATA_F32_EIGHTHS, DATA_I32,
+			DATA_BF16_QUARTERS, DATA_F16_QUARTERS };
+
+		for (size_t k = 0; k < (o.no16 ? 2u : 4u) && failures == 0;
+		     k++)
+			one(&o, comm, s, d, o.sizes[i], kinds[k], &secs);
 	}
 	if (failures == 0 && o.iters > 0)
 		bench(&o, comm, s, d, max);

@@ -7,9 +7,9 @@
 # collnet). Then two ranks on the same GPU made to look like two nodes
 # (NCCL_HOSTID differs, each in its own testbed namespace), so NCCL
 # builds a two-node communicator whose inter-node net is the plugin's and
-# whose CollNet is tally: f32 and i32 allreduces of 1, 257, 1000003 and
-# 16 Mi elements must be exact, and tally-dp's counters say whether the
-# sums went through it. The same again with the sums in device memory
+# whose CollNet is tally: f32 and i32 (and from host memory bf16 and
+# f16) allreduces of 1, 257, 1000003 and 16 Mi elements must be exact,
+# and tally-dp's counters say whether the sums went through it. The same again with the sums in device memory
 # (TALLY_NCCL_CUDA=1). NCCL's INFO logs are kept in NCCL_GPU_LOGS when
 # that is set. Skipped without a CUDA device or the nccl-gpu program.
 # docs/nccl.md ("Checking on a GPU").
@@ -62,7 +62,7 @@ rank() {
 	ip netns exec "$ns" env $(nccl_env) NCCL_HOSTID="tally-gpu-node-$r" \
 		TALLY_URL="$url" TALLY_TOKEN_FILE="$tf" TALLY_NCCL_ADDR="$ip" \
 		"$@" timeout -k 5 120 "$GPU" --rank "$r" --world "$w" \
-		--id "$WORK/id.${url##*/}" $SIZES --iters 3 --limit 40 \
+		--id "$WORK/id.${url##*/}" $SIZES --iters 3 --limit 40 ${GPU_ARGS:-} \
 		>"$LOGS/$out" 2>&1 &
 	RPID=$!
 }
@@ -120,7 +120,11 @@ two() {
 # depends on its tuning model, and the question here is the plugin's.
 ALGO=NCCL_ALGO=CollNetChain,CollNetDirect
 two gpu2 "host memory" "$ALGO"
-two gpu3 "device memory (TALLY_NCCL_CUDA=1)" "$ALGO" TALLY_NCCL_CUDA=1
+# bf16 and f16 on device memory are NCCL's own (reduceSupport says no
+# there), which a CollNet-only NCCL_ALGO would leave without an
+# algorithm: f32 and i32 only.
+GPU_ARGS=--no16 two gpu3 "device memory (TALLY_NCCL_CUDA=1)" "$ALGO" \
+	TALLY_NCCL_CUDA=1
 
 # --- what an NCCL user has without tally, on the same two nodes --------
 # plain NAME LABEL [env...]: both ranks, exact sums, no tally-dp check.
