@@ -238,9 +238,10 @@ test_properties(void **state)
 }
 
 /* reduceSupport's whole matrix: sums of f32, i32 and u32, and of bf16
- * and f16 unless cuda (device memory offered); everything else no. */
+ * and f16 when sixteen (TALLY_NCCL_16BIT=1) unless cuda (device memory
+ * offered); everything else no. */
 static void
-reduce_matrix(int cuda)
+reduce_matrix(int cuda, int sixteen)
 {
 	for (int t = 0; t < TALLY_NCCL_NTYPES + 2; t++) {
 		for (int op = 0; op < TALLY_NCCL_NOPS + 2; op++) {
@@ -248,7 +249,8 @@ reduce_matrix(int cuda)
 				(t == TALLY_NCCL_FLOAT32 ||
 				 t == TALLY_NCCL_INT32 ||
 				 t == TALLY_NCCL_UINT32 ||
-				 (!cuda && (t == TALLY_NCCL_BFLOAT16 ||
+				 (!cuda && sixteen &&
+				 (t == TALLY_NCCL_BFLOAT16 ||
 				 t == TALLY_NCCL_FLOAT16)));
 
 			assert_int_equal(P.coll->reduce_support(t, op, &s), 0);
@@ -260,7 +262,8 @@ reduce_matrix(int cuda)
 	}
 }
 
-/* Host memory only: the 16-bit sums are offered; with
+/* The 16-bit sums are off by default (docs/nccl.md: zeros under NCCL
+ * itself); with TALLY_NCCL_16BIT=1 they are offered on host memory; with
  * TALLY_NCCL_CUDA=1 in a build with CUDA (ptrSupport then names device
  * memory) they are refused, since libtally has no device path for them;
  * in a build without CUDA the variable changes nothing. */
@@ -271,12 +274,16 @@ test_reduce_support(void **state)
 
 	(void)state;
 	unsetenv("TALLY_NCCL_CUDA");
+	unsetenv("TALLY_NCCL_16BIT");
 	assert_int_equal(P.coll->get_properties(0, &p), 0);
 	assert_int_equal(p.ptr_support & TALLY_NCCL_PTR_CUDA, 0);
-	reduce_matrix(0);
+	reduce_matrix(0, 0);
+	setenv("TALLY_NCCL_16BIT", "1", 1);
+	reduce_matrix(0, 1);
 	setenv("TALLY_NCCL_CUDA", "1", 1);
 	assert_int_equal(P.coll->get_properties(0, &p), 0);
-	reduce_matrix((p.ptr_support & TALLY_NCCL_PTR_CUDA) != 0);
+	reduce_matrix((p.ptr_support & TALLY_NCCL_PTR_CUDA) != 0, 1);
+	unsetenv("TALLY_NCCL_16BIT");
 	printf("# TALLY_NCCL_CUDA=1: device memory %s, bf16/f16 %s\n",
 		p.ptr_support & TALLY_NCCL_PTR_CUDA ? "offered" :
 		"not offered (no CUDA)", p.ptr_support & TALLY_NCCL_PTR_CUDA ?

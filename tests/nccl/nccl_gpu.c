@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,28 @@ wait_stream(ncclComm_t comm, cudaStream_t s, double limit, const char **why)
 	}
 }
 
+/* Where a sum differs: the element's index and, from there, up to four
+ * elements' bits of this rank's input, the sum and the expected sum. */
+static void
+show(const struct opts *o, size_t bad, size_t n, size_t es, const void *in,
+	const void *got, const void *want)
+{
+	const void *v[3] = { in, got, want };
+	static const char *const what[3] = { "input", "got", "want" };
+
+	printf("# rank %d: first difference at %zu\n", o->rank, bad);
+	for (int k = 0; k < 3; k++) {
+		printf("#   %-5s", what[k]);
+		for (size_t i = bad; i < n && i < bad + 4; i++) {
+			uint32_t u = 0;
+
+			memcpy(&u, (const char *)v[k] + i * es, es);
+			printf(" %0*x", (int)es * 2, u);
+		}
+		printf("\n");
+	}
+}
+
 /* One in-place allreduce of n elements of kind on the device; checks. */
 static int
 one(const struct opts *o, ncclComm_t comm, cudaStream_t s, void *d,
@@ -176,7 +199,7 @@ one(const struct opts *o, ncclComm_t comm, cudaStream_t s, void *d,
 	report(o, bad == n, "%s n=%zu: %s", name, n,
 		bad == n ? "exact" : "differs");
 	if (bad != n)
-		printf("# rank %d: first difference at %zu\n", o->rank, bad);
+		show(o, bad, n, es, in, got, want);
 	rc = bad == n ? 0 : -1;
 out:
 	free(in);

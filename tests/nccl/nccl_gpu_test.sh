@@ -106,8 +106,9 @@ two() {
 	rc0=$?
 	after=$(dp_counter contributions)
 	[ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
-	ok $? "$label: two nodes, every allreduce exact (exit $rc0 $rc1)"
+	ok $? "$label: two nodes, every allreduce exact (exit $rc0 $rc1)${TODO:+ # TODO $TODO}"
 	grep -hE "ok - |^bench:" "$LOGS/$name".*.log | sed 's/^/# /'
+	grep -h -A3 "first difference" "$LOGS/$name".*.log | sed 's/^/# /'
 	grep -hiE "NCCL INFO .*(CollNet|collnet|COLLNET)" "$LOGS/$name.0.log" |
 		head -12 | sed 's/^/# /'
 	grep -h "NCCL WARN" "$LOGS/$name".*.log | head -5 | sed 's/^/# /'
@@ -119,12 +120,19 @@ two() {
 # CollNet asked for by name: NCCL's own choice between it and its ring
 # depends on its tuning model, and the question here is the plugin's.
 ALGO=NCCL_ALGO=CollNetChain,CollNetDirect
-two gpu2 "host memory" "$ALGO"
+GPU_ARGS=--no16 two gpu2 "host memory" "$ALGO"
 # bf16 and f16 on device memory are NCCL's own (reduceSupport says no
 # there), which a CollNet-only NCCL_ALGO would leave without an
 # algorithm: f32 and i32 only.
 GPU_ARGS=--no16 two gpu3 "device memory (TALLY_NCCL_CUDA=1)" "$ALGO" \
 	TALLY_NCCL_CUDA=1
+# bf16 and f16 through CollNet, opted in with TALLY_NCCL_16BIT=1: on
+# 2026-11-26 (NCCL 2.28.9, one H200) a 257-element bf16 sum came back as
+# zeros on both ranks, where 1 element was exact and the harness's
+# requests of 257 sum exactly. Kept here, as a TODO, until that is
+# understood; the plugin offers the 16-bit types only when asked.
+TODO="bf16 of 257 elements: zeros under NCCL (docs/nccl.md)" \
+	two gpu4 "bf16 and f16 (TALLY_NCCL_16BIT=1)" "$ALGO" TALLY_NCCL_16BIT=1
 
 # --- what an NCCL user has without tally, on the same two nodes --------
 # plain NAME LABEL [env...]: both ranks, exact sums, no tally-dp check.

@@ -52,7 +52,7 @@ rank() {
 	shift 4
 	eval "ns=\$TESTBED_NS_$((i + 1)) ip=\$TESTBED_IP_$((i + 1))"
 	ip netns exec "$ns" env TALLY_URL="$url" TALLY_TOKEN_FILE="$tf" \
-		TALLY_CA="$TALLY_CA" TALLY_NCCL_ADDR="$ip" \
+		TALLY_CA="$TALLY_CA" TALLY_NCCL_ADDR="$ip" TALLY_NCCL_16BIT=1 \
 		timeout -k 5 "$RANK_TIMEOUT" "$HARNESS" --plugin "$PLUGIN" \
 		--rank "$i" "$@" >"$out" 2>&1 &
 	RPID=$!
