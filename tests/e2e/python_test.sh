@@ -100,7 +100,7 @@ train() {
 	ok $? "$name: tallyctl job create $job --codec $codec"
 	tok=$(jq_py 'j["token"]' <"$WORK/$job.json")
 	tf=$(token_file "$tok")
-	rx0=$(dp_counter rx)
+	rx0=$(dp_counter agg_rx)
 	t0=$(date +%s.%N)
 	ranks "$name" "$job" "$tf" "$seed" "$@"
 	rc=$?
@@ -132,8 +132,8 @@ train() {
 		sent=$((sent + ${p:-0}))
 	done
 	ok $bad "$name: every rank reduced its buckets through tally, no error"
-	rx1=$(dp_counter rx)
-	echo "# $name: tally-dp rx $rx0 -> $rx1, the ranks sent $sent packets"
+	rx1=$(dp_counter agg_rx)
+	echo "# $name: tally-dp agg_rx $rx0 -> $rx1, the ranks sent $sent packets"
 	[ "$sent" -gt 0 ] && [ $((rx1 - rx0)) -ge "$sent" ]
 	ok $? "$name: tally-dp received every packet the ranks sent"
 	rounds=$(tctl --json job show "$job" | jq_py 'j["job"]["counters"]["rounds"]')

@@ -117,7 +117,7 @@ expect_err wrong-interface "goes out of eth0, not of lo" \
 	--transport xdp --ifname lo
 expect_err ifname-without-xdp "ifname and queue are options of the xdp" \
 	--ifname eth0
-expect_err bad-transport "transport 'dpdk': udp, xdp or rdma" \
+expect_err bad-transport "transport 'dpdk': udp, xdp, rdma or ring" \
 	--transport dpdk
 expect_err over-mtu "over the MTU 1500 of eth0" --transport xdp \
 	--elems 900
