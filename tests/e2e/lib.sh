@@ -112,16 +112,27 @@ dp_start_at() {
 	net_af_packet,*framecnt=*) ;;
 	net_af_packet,*) args="$args,framecnt=4096" ;;
 	esac
-	"$DP_BIN" ${DP_LCORES:--l 0,1} --no-huge --no-shconf -m 512 --no-pci \
-		--file-prefix "tally-e2e-$$-$h" --log-level 'pmd.*:error' \
-		--vdev "${pmd}$h,iface=$ifc$args" -- \
-		--addr "$ip" --admin "$sock" --idle-us "${DP_IDLE_US:-50}" \
-		--mtu "${TESTBED_MTU:-1500}" "$@" >"$WORK/dp$h.log" 2>&1 &
-	DP_PIDS[h]=$!
-	for _ in $(seq 100); do
-		"$DPADMIN" "$sock" '{"cmd":"ping"}' >/dev/null 2>&1 && return 0
-		kill -0 "${DP_PIDS[h]}" 2>/dev/null || break
-		sleep 0.1
+	# Up to three tries: the af_packet PMD names its fanout group after
+	# its pid, and a group of the same number on another port (another
+	# process's) makes PACKET_FANOUT fail with EINVAL; a new pid clears it.
+	for try in 1 2 3; do
+		"$DP_BIN" ${DP_LCORES:--l 0,1} --no-huge --no-shconf -m 512 \
+			--no-pci --file-prefix "tally-e2e-$$-$h" \
+			--log-level 'pmd.*:error' \
+			--vdev "${pmd}$h,iface=$ifc$args" -- \
+			--addr "$ip" --admin "$sock" --idle-us "${DP_IDLE_US:-50}" \
+			--mtu "${TESTBED_MTU:-1500}" "$@" >"$WORK/dp$h.log" 2>&1 &
+		DP_PIDS[h]=$!
+		for _ in $(seq 100); do
+			"$DPADMIN" "$sock" '{"cmd":"ping"}' >/dev/null 2>&1 &&
+				return 0
+			kill -0 "${DP_PIDS[h]}" 2>/dev/null || break
+			sleep 0.1
+		done
+		grep -q "PACKET_FANOUT" "$WORK/dp$h.log" || break
+		wait "${DP_PIDS[h]}" 2>/dev/null
+		rm -rf "/var/run/dpdk/tally-e2e-$$-$h"
+		echo "# tally-dp $h: PACKET_FANOUT refused (try $try), again"
 	done
 	echo "# tally-dp $h did not start:"
 	sed 's/^/#   /' "$WORK/dp$h.log"
