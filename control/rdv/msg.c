@@ -16,7 +16,7 @@
 #include "tally/proto.h"
 #include "rdv/msg.h"
 
-#define MAX_WORLD	TALLY_MAX_WORKERS
+#define MAX_WORLD	TALLY_RDV_MAX_WORLD
 #define MAX_WINDOW	32768
 
 struct op_keys {
@@ -248,6 +248,7 @@ check_keys(json_t *o, enum tally_rdv_op op, char *why, size_t wlen)
 				 strcmp(k, "codec") == 0 ||
 				 strcmp(k, "rdma") == 0 ||
 				 strcmp(k, "shards") == 0 ||
+				 strcmp(k, "tier") == 0 ||
 				 strcmp(k, "auth") == 0)) ||
 				(op == TALLY_RDV_MEMBER && strcmp(k, "qpn") == 0) ||
 				(op == TALLY_RDV_READY && strcmp(k, "auth") == 0) ||
@@ -378,6 +379,31 @@ parse_shards(json_t *a, struct tally_rdv_msg *m, char *why, size_t wlen)
 	return 0;
 }
 
+/*
+ * PARAMS' optional "tier": {"rank", "world", "scale_world"}, a leaf of a
+ * two-tier job: the member's rank and world in its leaf (world 1..64)
+ * and the total world (world..4096). Absent: a flat job.
+ */
+static int
+parse_tier(json_t *t, struct tally_rdv_msg *m, char *why, size_t wlen)
+{
+	unsigned long r = 0, w = 0, sw = 0;
+
+	if (t == NULL)
+		return 0;
+	if (!json_is_object(t) || json_object_size(t) != 3 ||
+			get_uint(t, "world", 1, TALLY_MAX_WORKERS, &w, NULL, 0) ||
+			get_uint(t, "rank", 0, w - 1, &r, NULL, 0) ||
+			get_uint(t, "scale_world", w, MAX_WORLD, &sw, NULL, 0))
+		return fail(why, wlen, "'tier' must be {\"rank\": 0..world-1, "
+			"\"world\": 1..%d, \"scale_world\": world..%d}",
+			TALLY_MAX_WORKERS, MAX_WORLD);
+	m->tier_rank = (uint16_t)r;
+	m->tier_world = (uint16_t)w;
+	m->scale_world = (uint16_t)sw;
+	return 0;
+}
+
 static int
 parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 {
@@ -434,6 +460,12 @@ parse_params(json_t *o, struct tally_rdv_msg *m, char *why, size_t wlen)
 		return -EPROTO;
 	if (m->nshards > 0 && json_object_get(o, "rdma") != NULL)
 		return fail(why, wlen, "'shards' and 'rdma' do not go together");
+	if (parse_tier(json_object_get(o, "tier"), m, why, wlen) != 0)
+		return -EPROTO;
+	if (m->tier_world != 0 && (m->nshards > 0 ||
+			json_object_get(o, "rdma") != NULL))
+		return fail(why, wlen, "'tier' goes with neither 'shards' nor "
+			"'rdma'");
 	return parse_rdma(json_object_get(o, "rdma"), m, why, wlen);
 }
 
@@ -656,6 +688,20 @@ params_shards(const struct tally_rdv_msg *m, json_t *o)
 	return json_object_set_new(o, "shards", a);
 }
 
+/* PARAMS' "tier" into o, from m: 0, or -1 for what parse_tier refuses. */
+static int
+params_tier(const struct tally_rdv_msg *m, json_t *o)
+{
+	if (m->tier_world > TALLY_MAX_WORKERS ||
+			m->tier_rank >= m->tier_world ||
+			m->scale_world < m->tier_world ||
+			m->scale_world > MAX_WORLD || m->nshards != 0 || m->rdma)
+		return -1;
+	return json_object_set_new(o, "tier", json_pack("{s:i, s:i, s:i}",
+		"rank", m->tier_rank, "world", m->tier_world, "scale_world",
+		m->scale_world));
+}
+
 static json_t *
 addr_json(const struct tally_rdv_addr *a)
 {
@@ -757,6 +803,10 @@ build_op(const struct tally_rdv_msg *m)
 			return NULL;
 		}
 		if (o != NULL && m->nshards != 0 && params_shards(m, o) != 0) {
+			json_decref(o);
+			return NULL;
+		}
+		if (o != NULL && m->tier_world != 0 && params_tier(m, o) != 0) {
 			json_decref(o);
 			return NULL;
 		}

@@ -23,6 +23,7 @@
 #define TALLY_RDV_MAX_QPNS	64	/* dataplane QPNs in PARAMS' "rdma" */
 #define TALLY_RDV_MAX_SHARDS	8	/* dataplanes in PARAMS' "shards" */
 #define TALLY_RDV_MAX_RING	64	/* members in READY's "ring" (the world) */
+#define TALLY_RDV_MAX_WORLD	4096	/* JOIN's world: a two-tier job's total */
 
 enum tally_rdv_op {
 	TALLY_RDV_JOIN = 1,	/* worker: job, token, rank, world */
@@ -53,7 +54,8 @@ struct tally_rdv_msg {
 	enum tally_rdv_op op;
 
 	/* JOIN (and READY's epoch: a JOIN's optional "epoch" makes it a
-	 * rejoin of the membership of that epoch; 0: a join) */
+	 * rejoin of the membership of that epoch; 0: a join). rank and
+	 * world: up to TALLY_RDV_MAX_WORLD, a two-tier job's total */
 	char job[TALLY_RDV_NAME_MAX + 1];
 	char token[TALLY_RDV_TOKEN_HEX + 1];
 	unsigned int rank;
@@ -81,6 +83,14 @@ struct tally_rdv_msg {
 				 * goes to shards[s % nshards]; 0: none,
 				 * dp_ip alone */
 	struct tally_rdv_shard shards[TALLY_RDV_MAX_SHARDS];
+	uint16_t tier_world;	/* a leaf of a two-tier job (optional "tier":
+				 * {"rank", "world", "scale_world"}): the
+				 * member's rank and world in its leaf,
+				 * whose dataplane dp_ip is, and the total
+				 * world the fixed-point scale is for
+				 * (docs/scale-out.md); 0: a flat job */
+	uint16_t tier_rank;
+	uint16_t scale_world;
 
 	/* MEMBER */
 	uint32_t ip;

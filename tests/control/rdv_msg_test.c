@@ -161,7 +161,7 @@ bad_messages_are_refused(void **state)
 		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
 			"\",\"rank\":-1,\"world\":1}",
 		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
-			"\",\"rank\":0,\"world\":65}",
+			"\",\"rank\":0,\"world\":4097}",
 		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
 			"\",\"rank\":\"0\",\"world\":1}",
 		"{\"op\":\"join\",\"v\":1,\"job\":\"a\",\"token\":\"" TOKEN
@@ -256,6 +256,53 @@ bad_messages_are_refused(void **state)
 		"{\"qpns\":[256,257],\"qkey\":2147483647}}"), 0);
 	assert_int_equal(parse("{\"op\":\"member\",\"ip\":\"10.0.0.1\","
 		"\"port\":4791,\"qpn\":16777215}"), 0);
+}
+
+/*
+ * A two-tier tree's PARAMS (docs/control.md, "Rendezvous protocol"): the
+ * optional "tier" goes both ways, is refused out of range or beside
+ * "shards", and a JOIN names a total world up to 4096.
+ */
+static void
+params_tier(void **state)
+{
+	struct tally_rdv_msg m = { .op = TALLY_RDV_PARAMS,
+		.dp_ip = 0x0a4d0001, .dp_port = 47474, .dp_nports = 1,
+		.job_id = 3, .window = 64, .max_elems = 256, .tier_rank = 2,
+		.tier_world = 3, .scale_world = 66 }, o;
+	struct tally_rdv_msg j = { .op = TALLY_RDV_JOIN, .job = "t",
+		.rank = 4095, .world = 4096 };
+	uint8_t buf[4 + TALLY_RDV_MAX_MSG];
+	const char *head = "{\"op\":\"params\",\"errno\":0,\"dp_ip\":"
+		"\"10.0.0.1\",\"dp_port\":100,\"dp_nports\":1,\"job_id\":1,"
+		"\"window\":1,\"max_elems\":1,\"narrow\":false,\"tier\":";
+	static const char *const bad[] = {
+		"{\"rank\":3,\"world\":3,\"scale_world\":6}}",
+		"{\"rank\":0,\"world\":65,\"scale_world\":130}}",
+		"{\"rank\":0,\"world\":3,\"scale_world\":2}}",
+		"{\"rank\":0,\"world\":3,\"scale_world\":4097}}",
+		"{\"rank\":0,\"world\":3}}",
+		"{\"rank\":0,\"world\":3,\"scale_world\":6,\"x\":1}}",
+		"[0,3,6]}",
+	};
+	char text[512];
+
+	(void)state;
+	roundtrip(&m, &o);
+	assert_int_equal(o.tier_rank, 2);
+	assert_int_equal(o.tier_world, 3);
+	assert_int_equal(o.scale_world, 66);
+	m.tier_rank = 3;	/* the formatter refuses what the parser would */
+	assert_int_equal(tally_rdv_format(&m, buf, sizeof(buf)), -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s", head, bad[i]);
+		if (parse(text) != -EPROTO)
+			fail_msg("accepted: %s", text);
+	}
+	memset(j.token, 'a', TALLY_RDV_TOKEN_HEX);
+	roundtrip(&j, &o);
+	assert_int_equal(o.world, 4096);
+	assert_int_equal(o.rank, 4095);
 }
 
 /*
@@ -454,6 +501,7 @@ main(void)
 		cmocka_unit_test(bad_messages_are_refused),
 		cmocka_unit_test(frames_and_limits),
 		cmocka_unit_test(params_shards),
+		cmocka_unit_test(params_tier),
 		cmocka_unit_test(ring_fallback),
 	};
 
