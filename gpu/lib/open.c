@@ -416,6 +416,25 @@ shards_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
 	o->nshards = p->nshards;
 }
 
+/*
+ * A leaf of a two-tier job (params' "tier", docs/scale-out.md): the
+ * context is the member's in its leaf (its rank and world there), and
+ * the fixed-point scale is the total world's. The leaves carry UDP
+ * datagrams of the kernel's sockets only.
+ */
+static int
+tier_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o)
+{
+	if (strcmp(o->transport, "udp") != 0)
+		return tally_ctx_open_fail(-EPROTONOSUPPORT, "the job is a "
+			"two-tier tree, whose leaves take transport udp, not "
+			"%s", o->transport);
+	o->rank = (uint8_t)p->tier_rank;
+	o->world = (uint8_t)p->tier_world;
+	o->scale_world = p->scale_world;
+	return 0;
+}
+
 /* Options of the context toward the dataplane that params names. */
 static int
 ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
@@ -450,6 +469,8 @@ ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
 	o->auth = NULL;		/* so do an authenticated job's keys */
 	o->rank = (uint8_t)rank;
 	o->world = (uint8_t)world;
+	if (p->tier_world != 0 && (rc = tier_from_params(p, o)) != 0)
+		return rc;
 	if (o->window == 0 || o->window > p->window)
 		o->window = p->window;
 	if (o->elems == 0 || o->elems > p->max_elems)
@@ -645,6 +666,10 @@ join_once(const struct url *u, struct tally_ctx_opts *o,
 		if (p.op != TALLY_RDV_PARAMS)
 			rc = tally_ctx_open_fail(-EPROTO, "tallyd answered "
 				"the join out of order");
+		else if (p.ring_fallback && (p.tier_world != 0 ||
+				join->world > TALLY_MAX_WORKERS))
+			rc = tally_ctx_open_fail(-EPROTO, "tallyd offered the "
+				"ring fallback to a two-tier job");
 		else if (p.ring_fallback)
 			rc = join_ring(ch, &p, o, join, &g, deadline, out);
 		else
@@ -682,10 +707,11 @@ tally_lib_rdv_open(const char *url, const char *token, unsigned int rank,
 	if (token == NULL || !tally_rdv_token_ok(token))
 		return tally_ctx_open_fail(-EINVAL, "a job token is %d hex "
 			"digits", TALLY_RDV_TOKEN_HEX);
-	if (world < 1 || world > TALLY_MAX_WORKERS || rank >= world)
+	/* Above 64: a two-tier job's total (tallyd places it on a leaf). */
+	if (world < 1 || world > TALLY_RDV_MAX_WORLD || rank >= world)
 		return tally_ctx_open_fail(-EINVAL, "rank %u / world %u: "
-			"need rank < world <= %u", rank, world,
-			TALLY_MAX_WORKERS);
+			"need rank < world <= %u (%u in a two-tier job)", rank,
+			world, TALLY_MAX_WORKERS, TALLY_RDV_MAX_WORLD);
 	strcpy(join.job, u.job);
 	strcpy(join.token, token);
 	join.rank = rank;

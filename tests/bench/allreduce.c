@@ -763,9 +763,11 @@ parse_opts(int argc, char **argv, struct ar_opts *o)
 			o->rank, o->world);
 		goto bad;
 	}
-	if (o->tier == 0 && o->world > TALLY_MAX_WORKERS) {
-		fprintf(stderr, "--world %lu: above %u needs --tier\n",
-			o->world, TALLY_MAX_WORKERS);
+	/* With --url, tallyd's two-tier tree places the rank on a leaf. */
+	if (o->tier == 0 && o->url[0] == '\0' &&
+			o->world > TALLY_MAX_WORKERS) {
+		fprintf(stderr, "--world %lu: above %u needs --tier or --url "
+			"(a two-tier job)\n", o->world, TALLY_MAX_WORKERS);
 		goto bad;
 	}
 	if (o->tier != 0 && (o->world % o->tier != 0 ||
