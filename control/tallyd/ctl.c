@@ -265,6 +265,32 @@ show_json(struct tallyd *d, const struct tallyd_job *j)
 	if (o != NULL)
 		json_object_set_new(o, "shards", tallyd_shards_json(d, j,
 			true));
+	if (o != NULL && j->tier == TALLYD_TIER_SPINE)
+		json_object_set_new(o, "tree", tallyd_tree_json(d, j));
+	return o;
+}
+
+/* job_create of a two-tier tree (tree_create.c): the reply. */
+static json_t *
+create_tree(struct tallyd *d, const struct tallyd_ctl_req *r,
+	const struct tallyd_job *t)
+{
+	char token[TALLY_RDV_TOKEN_HEX + 1], why[512];
+	struct tallyd_job *j;
+	json_t *o;
+	int ret;
+
+	ret = tallyd_tree_create(d, r, t, &j, token, why, sizeof(why));
+	if (ret != 0) {
+		tallyd_log("%s", why);
+		return err_reply(-ret, "%s", why);
+	}
+	tallyd_log("job '%s' (id %u, world %u) created: a tree of %u leaves "
+		"of %u ranks, spine at %s", j->name, j->id, j->tree_world,
+		j->world, tallyd_tree_leaf_world(j), d->dps[j->sh[0].dp].name);
+	o = json_pack("{s:i, s:o, s:s}", "errno", 0, "job", show_json(d, j),
+		"token", token);
+	sodium_memzero(token, sizeof(token));
 	return o;
 }
 
@@ -296,6 +322,8 @@ do_create(struct tallyd *d, const struct tallyd_ctl_req *r)
 	t.idle_timeout_s = r->has_idle_timeout ? r->idle_timeout_s :
 		d->conf.idle_timeout_s;
 	strcpy(t.codec, r->codec);
+	if (r->nleaves > 0)
+		return create_tree(d, r, &t);
 	if ((o = create_shards(d, r, &t)) != NULL)
 		return o;
 	/* An RDMA job without max_elems: what tally-dp's path MTU takes. */
@@ -352,7 +380,8 @@ do_list(struct tallyd *d, const struct tallyd_ctl_req *r)
 	for (j = d->jobs; j != NULL && a != NULL; j = j->next) {
 		if (j->id <= r->after)
 			continue;
-		more = r->limit != 0 && n == r->limit;
+		/* A tree's parts share an id: one page holds them all. */
+		more = r->limit != 0 && n >= r->limit && j->id != last;
 		o = more ? NULL : tallyd_job_json(j, false);
 		if (o == NULL)
 			break;
@@ -432,6 +461,10 @@ handle(struct tallyd *d, struct tallyd_ctl_client *c, const char *buf,
 		if (j->draining)
 			return err_reply(EBUSY, "job '%s' is already being "
 				"deleted", r.name);
+		if (j->tier == TALLYD_TIER_SPINE) {
+			tallyd_tree_delete(d, j, c);
+			return NULL;
+		}
 		tallyd_job_delete_start(d, j, c);
 		return NULL;
 	case TALLYD_CTL_STATS:

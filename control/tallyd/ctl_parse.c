@@ -18,7 +18,7 @@
 
 struct cmd {
 	const char *name;
-	const char *keys[12];	/* besides "cmd"; NULL-terminated */
+	const char *keys[16];	/* besides "cmd"; NULL-terminated */
 	const char *usage;
 };
 
@@ -27,11 +27,12 @@ static const struct cmd cmds[TALLYD_CTL_MAX_] = {
 	[TALLYD_CTL_JOB_CREATE] = { "job_create",
 		{ "name", "world", "window", "max_elems", "narrow", "group",
 		  "idle_timeout_s", "codec", "auth", "transport",
-		  "dataplanes" },
+		  "dataplanes", "leaves", "spine" },
 		"{\"name\", \"world\", \"window\"?, \"max_elems\"?, "
 		"\"narrow\"?, \"group\"?: \"IP:PORT\", \"idle_timeout_s\"?, "
 		"\"codec\"?: SPEC, \"auth\"?, \"transport\"?: \"udp\"|\"rdma\", "
-		"\"dataplanes\"?: [NAME, ...]}" },
+		"\"dataplanes\"?: [NAME, ...], \"leaves\"?: [NAME, ...], "
+		"\"spine\"?: NAME}" },
 	[TALLYD_CTL_JOB_LIST] = { "job_list", { "after", "limit", NULL },
 		"{\"after\"?: ID, \"limit\"?: N}" },
 	[TALLYD_CTL_JOB_SHOW] = { "job_show", { "name", NULL }, "{\"name\"}" },
@@ -124,6 +125,64 @@ parse_dataplanes(json_t *a, struct tallyd_ctl_req *r, char *why, size_t wlen)
 	return 0;
 }
 
+/* A dataplane's name: 1..31 of [A-Za-z0-9_.-]. */
+static bool
+dp_name_ok(const char *n)
+{
+	return n != NULL && strlen(n) <= TALLYD_CTL_DP_NAME_MAX &&
+		tally_rdv_name_ok(n);
+}
+
+/*
+ * job_create's "leaves" (1..64 distinct dataplane names) and "spine" (a
+ * name, not a leaf's): a two-tier tree, whose "world" is the total.
+ * Whether tallyd has them, and what a tree cannot carry, is ctl.c's and
+ * tree.c's to say.
+ */
+static int
+parse_tree(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
+{
+	json_t *a = json_object_get(o, "leaves"), *x;
+	json_t *sp = json_object_get(o, "spine");
+	size_t i;
+
+	if (a == NULL && sp == NULL)
+		return 0;
+	if (a == NULL || sp == NULL)
+		return fail(why, wlen, EINVAL, "a two-tier tree needs both "
+			"'leaves' and 'spine'");
+	if (!json_is_array(a) || json_array_size(a) < 1 ||
+			json_array_size(a) > TALLYD_CTL_MAX_LEAVES)
+		return fail(why, wlen, EINVAL, "'leaves' must be a list of "
+			"1..%d dataplane names", TALLYD_CTL_MAX_LEAVES);
+	if (!dp_name_ok(json_string_value(sp)))
+		return fail(why, wlen, EINVAL, "'spine' is a dataplane name, "
+			"1-%d of [A-Za-z0-9_.-]", TALLYD_CTL_DP_NAME_MAX);
+	strcpy(r->spine, json_string_value(sp));
+	json_array_foreach(a, i, x) {
+		const char *n = json_string_value(x);
+
+		if (!dp_name_ok(n))
+			return fail(why, wlen, EINVAL, "'leaves' names are "
+				"1-%d of [A-Za-z0-9_.-]",
+				TALLYD_CTL_DP_NAME_MAX);
+		if (strcmp(n, r->spine) == 0)
+			return fail(why, wlen, EINVAL, "dataplane '%s' is "
+				"the spine and a leaf: a tree's spine and "
+				"leaves are distinct dataplanes", n);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(r->leaves[k], n) == 0)
+				return fail(why, wlen, EINVAL, "'leaves' "
+					"names '%s' twice", n);
+		strcpy(r->leaves[i], n);
+	}
+	r->nleaves = (unsigned int)i;
+	if (r->ndataplanes > 0)
+		return fail(why, wlen, EINVAL, "'dataplanes' (shards) and "
+			"'leaves' (a tree) do not go together");
+	return 0;
+}
+
 static int
 parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 {
@@ -138,8 +197,10 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 
 	r->window = 64;
 	r->max_elems = TALLY_DEFAULT_ELEMS;
-	if (opt_uint(o, "world", 1, TALLY_MAX_WORKERS, &r->world, &have_world,
-			why, wlen) ||
+	/* A tree's world is its total. */
+	if (opt_uint(o, "world", 1, json_object_get(o, "leaves") != NULL ?
+			TALLYD_CTL_TREE_WORLD_MAX : TALLY_MAX_WORKERS,
+			&r->world, &have_world, why, wlen) ||
 			opt_uint(o, "window", 1, 32768, &r->window, NULL, why,
 				wlen) ||
 			opt_uint(o, "max_elems", 1, TALLY_MAX_ELEMS,
@@ -183,7 +244,7 @@ parse_create(json_t *o, struct tallyd_ctl_req *r, char *why, size_t wlen)
 	if (r->rdma && r->ndataplanes > 1)
 		return fail(why, wlen, EINVAL, "'transport' rdma takes one "
 			"dataplane, not %u", r->ndataplanes);
-	return 0;
+	return parse_tree(o, r, why, wlen);
 }
 
 int

@@ -28,6 +28,9 @@ enum tallyd_ctl_cmd {
 /* job_create's "dataplanes": names of 1..31 of [A-Za-z0-9_.-]. */
 #define TALLYD_CTL_MAX_DPS	8
 #define TALLYD_CTL_DP_NAME_MAX	31
+/* job_create's "leaves": 1..64 dataplanes; a tree's total world. */
+#define TALLYD_CTL_MAX_LEAVES	64
+#define TALLYD_CTL_TREE_WORLD_MAX	4096
 
 struct tallyd_ctl_req {
 	enum tallyd_ctl_cmd cmd;
@@ -48,6 +51,10 @@ struct tallyd_ctl_req {
 	char codec[TALLY_CODEC_SPEC_MAX];	/* canonical spec; "fixp" */
 	unsigned int ndataplanes;		/* 0: the first dataplane */
 	char dataplanes[TALLYD_CTL_MAX_DPS][TALLYD_CTL_DP_NAME_MAX + 1];
+	/* A two-tier tree ("leaves" and "spine"; world is then the total) */
+	unsigned int nleaves;			/* 0: a flat job */
+	char leaves[TALLYD_CTL_MAX_LEAVES][TALLYD_CTL_DP_NAME_MAX + 1];
+	char spine[TALLYD_CTL_DP_NAME_MAX + 1];
 	/* job_list: a page of the jobs with an id above after */
 	unsigned int after;
 	unsigned int limit;			/* 0: as many as fit */

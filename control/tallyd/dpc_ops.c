@@ -81,7 +81,8 @@ member_json(const char *ip, const struct tallyd_member *m)
 
 /* job_add of shard sh's chain: every shard gets the same one. */
 static json_t *
-job_add_req(const struct tallyd_job *j, const struct tallyd_shard *sh)
+job_add_req(struct tallyd *d, const struct tallyd_job *j,
+	const struct tallyd_shard *sh)
 {
 	const struct tallyd_dp_op *op = &sh->op;
 	json_t *members = json_array(), *o;
@@ -112,6 +113,19 @@ job_add_req(const struct tallyd_job *j, const struct tallyd_shard *sh)
 		json_object_set_new(o, "auth", auth_json(j, op->token));
 	if (o != NULL && j->rdma)	/* tally-dp checks every SEND's */
 		json_object_set_new(o, "qkey", json_integer(j->qkey));
+	/* A tree's spine takes the leaves' wide lanes: i32 and f32. */
+	if (o != NULL && j->tier == TALLYD_TIER_SPINE)
+		json_object_set_new(o, "encodings", json_pack("[s, s]", "i32",
+			"f32"));
+	if (o != NULL && j->tier == TALLYD_TIER_LEAF) {
+		json_t *up = tallyd_tree_upstream(d, j);
+
+		if (up == NULL) {	/* the spine is not known yet */
+			json_decref(o);
+			return NULL;
+		}
+		json_object_set_new(o, "upstream", up);
+	}
 	return o;
 }
 
@@ -171,6 +185,8 @@ finish(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
 	}
 	if (why == TALLYD_PROG_BARRIER || why == TALLYD_PROG_EPOCH) {
 		barrier_shard_done(d, j, sh, err, why);
+	} else if (why == TALLYD_PROG_SPINE) {
+		tallyd_tree_spine_done(d, j, err);
 	} else if (err == 0 && why == TALLYD_PROG_RESTORE) {
 		d->st.dp_reprograms++;
 		tallyd_log("job '%s' (id %u, epoch %u) programmed into "
@@ -317,8 +333,10 @@ step(struct tallyd *d, struct tallyd_job *j, struct tallyd_shard *sh,
 		cb = on_del;
 		break;
 	default:
-		req = job_add_req(j, sh);
+		req = job_add_req(d, j, sh);
 		cb = on_add;
+		if (req == NULL && j->tier == TALLYD_TIER_LEAF)
+			return finish(d, j, sh, -EHOSTDOWN);
 		break;
 	}
 	if (tallyd_dpc_request(d, sh->dp, req, j, 0, cb, (uintptr_t)st) != 0)

@@ -121,7 +121,8 @@ entry(struct tallyd *d, unsigned int dp, json_t *e)
 	if (id < 1 || id > UINT16_MAX)
 		return;
 	p->seen[id / 8] |= (uint8_t)(1u << (id % 8));
-	j = tallyd_job_find_id(d, (uint16_t)id);
+	/* A tree's parts share the id: the one at this dataplane. */
+	j = tallyd_job_find_at(d, (uint16_t)id, dp);
 	/* etcd: the leader reconciles; a follower's counters are its. */
 	if (!tallyd_state_leads(d))
 		return;

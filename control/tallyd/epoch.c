@@ -210,6 +210,9 @@ epoch_end(struct tallyd *d, struct tallyd_job *j)
 
 	if (dead == NULL || j->draining || tallyd_dpc_busy(j))
 		return;		/* busy: the next poll tries again */
+	/* A tree's parts stay: its leaves' upstream names the spine. */
+	if (j->tier != 0)
+		return;
 	for (unsigned int i = 0; i < d->ndps; i++)
 		if (!d->dps[i].dead && tallyd_dpc_up(d->dps[i].dpc))
 			live |= 1u << i;

@@ -263,6 +263,9 @@ tallyd_job_json(const struct tallyd_job *j, bool with_members)
 	json_object_set_new(o, "auth", json_boolean(j->auth));
 	json_object_set_new(o, "transport", json_string(j->rdma ? "rdma" :
 		"udp"));
+	if (j->tier != 0)
+		json_object_set_new(o, "tier", json_string(j->tier ==
+			TALLYD_TIER_SPINE ? "spine" : "leaf"));
 	if (j->group_ip != 0) {
 		struct in_addr a = { .s_addr = htonl(j->group_ip) };
 		char ip[INET_ADDRSTRLEN], g[32];
@@ -394,6 +397,8 @@ delete_ready(struct tallyd *d, struct tallyd_job *j, int64_t now)
 
 	if (tallyd_dpc_busy(j))
 		return false;		/* its reply steps again */
+	if (j->tier == TALLYD_TIER_SPINE && tallyd_tree_leaves_left(d, j))
+		return false;		/* a tree's spine goes last */
 	for (k = 0; k < j->nshards; k++) {
 		struct tallyd_shard *sh = &j->sh[k];
 

@@ -69,6 +69,11 @@ expire_idle(struct tallyd *d)
 			continue;
 		tallyd_log("job '%s' idle for %u s: deleting", j->name,
 			j->idle_timeout_s);
+		if (j->tier == TALLYD_TIER_SPINE) {
+			/* Its leaves too; they may be freed at once. */
+			tallyd_tree_delete(d, j, NULL);
+			break;
+		}
 		tallyd_job_delete_start(d, j, NULL);
 	}
 }

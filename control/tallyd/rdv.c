@@ -107,6 +107,9 @@ barrier_done(struct tallyd *d, struct tallyd_job *j)
 		j->program_pending = true;
 		return;
 	}
+	/* A tree's leaf: the spine is added again first (tree.c). */
+	if (j->tier == TALLYD_TIER_LEAF && !tallyd_tree_barrier_ready(d, j))
+		return;
 	for (r = 0; r < j->world; r++)
 		m[r] = j->joiners[r]->member;
 	randombytes_buf(&token, sizeof(token));
@@ -256,17 +259,71 @@ params_shards(struct tallyd *d, const struct tallyd_job *j,
 	return -1;
 }
 
+/*
+ * A join of a two-tier tree (its spine s, by the tree's name): the
+ * member's leaf (contiguous blocks of the total ranks) and, in *lm, the
+ * join as that leaf sees it (the rank and world in the leaf). Returns
+ * the leaf, or NULL once c has failed.
+ */
+static struct tallyd_job *
+tree_place(struct tallyd *d, struct tallyd_rdv_conn *c, struct tallyd_job *s,
+	const struct tally_rdv_msg *m, struct tally_rdv_msg *lm)
+{
+	struct tallyd_job *l;
+	unsigned int lr = 0;
+
+	if (m->world != s->tree_world) {
+		tallyd_rdv_fail(d, c, EINVAL, TALLYD_JF_WORLD_MISMATCH, "world "
+			"size %u does not match job '%s' (a two-tier tree of "
+			"%u ranks)", m->world, m->job, s->tree_world);
+		return NULL;
+	}
+	if (m->rank >= s->tree_world) {
+		tallyd_rdv_fail(d, c, ERANGE, TALLYD_JF_BAD_RANK, "rank %u is "
+			"outside 0..%u of job '%s'", m->rank,
+			s->tree_world - 1, m->job);
+		return NULL;
+	}
+	if (m->ring_want || m->epoch != 0) {
+		/* libtally answers ESTALE by joining anew. */
+		tallyd_rdv_fail(d, c, m->epoch != 0 ? ESTALE : EOPNOTSUPP,
+			m->epoch != 0 ? TALLYD_JF_STALE_EPOCH :
+			TALLYD_JF_MALFORMED, "job '%s' is a two-tier tree: %s",
+			m->job, m->epoch != 0 ? "no rejoins, open the job anew" :
+			"it has no ring fallback");
+		return NULL;
+	}
+	if ((l = tallyd_tree_leaf_of(d, s, m->rank, &lr)) == NULL) {
+		tallyd_rdv_fail(d, c, ENOENT, TALLYD_JF_UNKNOWN_JOB, "job '%s' "
+			"has no leaf for rank %u", m->job, m->rank);
+		return NULL;
+	}
+	*lm = *m;
+	lm->rank = lr;
+	lm->world = l->world;
+	lm->ring_addr = (struct tally_rdv_addr){ 0 };
+	return l;
+}
+
 static void
 on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 	const struct tally_rdv_msg *m)
 {
-	struct tally_rdv_msg p = { .op = TALLY_RDV_PARAMS };
+	struct tally_rdv_msg p = { .op = TALLY_RDV_PARAMS }, lm;
 	struct tallyd_job *j = authorize(d, c, m);
 	char why[256];
 	int err;
 
 	if (j == NULL)
 		return;
+	if (j->tier == TALLYD_TIER_SPINE) {
+		p.scale_world = j->tree_world;
+		if ((j = tree_place(d, c, j, m, &lm)) == NULL)
+			return;
+		m = &lm;
+		p.tier_rank = (uint16_t)m->rank;
+		p.tier_world = j->world;
+	}
 	if (j->draining)
 		return tallyd_rdv_fail(d, c, ECANCELED, TALLYD_JF_DRAINING,
 			"job '%s' is being deleted", m->job);
@@ -287,7 +344,7 @@ on_join(struct tallyd *d, struct tallyd_rdv_conn *c,
 		return;
 	c->ring_fb = tallyd_rdv_ring_join(d, j, c);
 	/* Without capacity only a worker that offered a ring is served. */
-	if (tallyd_epoch_no_capacity(d, j) && !c->ring_fb)
+	if (tallyd_epoch_no_capacity(d, j) && !c->ring_fb && j->tier == 0)
 		return tallyd_rdv_no_capacity(d, c, j);
 	if (m->epoch != 0 && !c->ring_fb && !tallyd_rejoin_ok(d, c, j, m))
 		return;

@@ -70,6 +70,7 @@ tallyd_state_job_json(const struct tallyd *d, const struct tallyd_job *j)
 		"counters_last", ctr_json(&j->sh[0].last));
 	if (o == NULL)
 		return NULL;
+	tallyd_tree_state_json(j, o);
 	/* A job on other dataplanes than the first alone (dps.c). */
 	if (j->nshards > 1 || j->sh[0].dp != 0)
 		json_object_set_new(o, "shards", tallyd_shards_json(d, j,
@@ -356,7 +357,7 @@ tallyd_state_parse_job(struct tallyd *d, json_t *o, struct tallyd_job *j,
 		snprintf(why, wlen, "a job: %s", err.text);
 		return -EINVAL;
 	}
-	if (!tally_rdv_name_ok(name) || id < 1 || id > UINT16_MAX ||
+	if (!tallyd_tree_name_ok(name) || id < 1 || id > UINT16_MAX ||
 			world < 1 || world > TALLY_MAX_WORKERS || window < 1 ||
 			window > 32768 || elems < 1 ||
 			elems > TALLY_MAX_ELEMS || gip < 0 ||
@@ -434,7 +435,8 @@ tallyd_state_parse_job(struct tallyd *d, json_t *o, struct tallyd_job *j,
 		ctr_load(base, &j->base);
 	if (lst != NULL)
 		ctr_load(lst, &j->sh[0].last);
-	if (tallyd_epoch_load(j, o, why, wlen) != 0)
+	if (tallyd_epoch_load(j, o, why, wlen) != 0 ||
+			tallyd_tree_state_load(j, o, why, wlen) != 0)
 		return -EINVAL;
 	return tallyd_shards_load(d, j, shards, why, wlen);
 }
@@ -449,8 +451,9 @@ load_job(struct tallyd *d, json_t *o, char *why, size_t wlen)
 	if (j == NULL)
 		return -ENOMEM;
 	ret = tallyd_state_parse_job(d, o, j, why, wlen);
+	/* A two-tier tree's parts share an id, and only they. */
 	if (ret == 0 && (tallyd_job_find(d, j->name) != NULL ||
-			tallyd_job_find_id(d, j->id) != NULL)) {
+			tallyd_tree_id_clash(d, j) != NULL)) {
 		snprintf(why, wlen, "job '%s': a name or id twice", j->name);
 		ret = -EINVAL;
 	}

@@ -123,6 +123,7 @@ take_job(struct tallyd_job *j, const struct tallyd_job *n)
 	j->njoined = keep.njoined;
 	j->form_deadline_ms = keep.form_deadline_ms;
 	j->program_pending = keep.program_pending;
+	j->spine_fresh = keep.spine_fresh;
 	for (unsigned int k = 0; k < j->nshards; k++) {
 		struct tallyd_shard *was = tallyd_job_shard(&keep,
 			j->sh[k].dp);
@@ -198,8 +199,9 @@ merge_kv(struct tallyd *d, json_t *kv, bool may_free)
 		goto out;
 	if (j != NULL && j->id != n.id)
 		drop_job(d, j), j = NULL;
-	if (j == NULL && tallyd_job_find_id(d, n.id) != NULL)
-		drop_job(d, tallyd_job_find_id(d, n.id));
+	/* A tree's parts share an id (tree.c); others do not. */
+	if (j == NULL && tallyd_tree_id_clash(d, &n) != NULL)
+		drop_job(d, tallyd_tree_id_clash(d, &n));
 	if (j != NULL) {
 		take_job(j, &n);
 	} else if ((j = malloc(sizeof(*j))) != NULL) {

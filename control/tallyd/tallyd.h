@@ -129,7 +129,13 @@ enum tallyd_prog_why {
 	TALLYD_PROG_RESTORE,	/* tally-dp lost it (restarted) */
 	TALLYD_PROG_MISMATCH,	/* tally-dp holds another configuration */
 	TALLYD_PROG_EPOCH,	/* a new epoch after a dataplane died (epoch.c) */
+	TALLYD_PROG_SPINE,	/* a tree's spine, added (again) (tree.c) */
 };
+
+/* A job's part in a two-tier tree (tree.c). */
+#define TALLYD_TIER_SPINE	1
+#define TALLYD_TIER_LEAF	2
+#define TALLYD_TREE_MAX_LEAVES	64
 
 enum tallyd_dp_op_kind { TALLYD_OP_NONE, TALLYD_OP_PROGRAM, TALLYD_OP_REMOVE };
 
@@ -222,6 +228,19 @@ struct tallyd_job {
 	} ew;
 	bool remap_pending;
 	struct tallyd_rdv_conn *rejoiners[TALLY_MAX_WORKERS];
+
+	/*
+	 * Two tiers (tree.c, docs/scale-out.md): a tree is its spine job,
+	 * under the name the user gave, whose members are its leaves'
+	 * dataplanes (programmed by tallyd at creation), and a leaf job per
+	 * leaf dataplane, "NAME/L" (a name no join can ask for), all of one
+	 * id. A leaf's world is tree_world / the spine's world.
+	 */
+	uint8_t tier;			/* TALLYD_TIER_*: 0 a flat job */
+	uint8_t leaf;			/* a leaf: its rank in the spine */
+	uint16_t tree_world;		/* a tree's total world */
+	bool spine_fresh;		/* a leaf: the spine was added again
+					 * for its forming membership */
 
 	/* Deletion. */
 	bool draining;
@@ -612,6 +631,69 @@ json_t *tallyd_epoch_json(const struct tallyd_job *j);
 /* The state's "epoch_reason" and "formed_epoch" of o into j: 0/-EINVAL. */
 int tallyd_epoch_load(struct tallyd_job *j, json_t *o, char *why,
 	size_t wlen);
+
+/*
+ * tree.c: two-tier jobs (docs/scale-out.md, "Two tiers").
+ * tallyd_tree_create() makes the tree r asks for (t: the job's settings,
+ * as for a flat job): the spine job at r->spine, programmed at once, and
+ * a leaf job per r->leaves; the spine's token is written to token_hex
+ * (workers join the tree by its name with it). Returns 0 with the spine
+ * in *out, or -errno with the sentence in why.
+ */
+struct tallyd_ctl_req;
+int tallyd_tree_create(struct tallyd *d, const struct tallyd_ctl_req *r,
+	const struct tallyd_job *t, struct tallyd_job **out,
+	char token_hex[TALLY_RDV_TOKEN_HEX + 1], char *why, size_t wlen);
+/*
+ * The leaf of spine that total rank belongs to (contiguous blocks),
+ * with the rank in it in *leaf_rank; NULL when rank is out of range or
+ * the leaf is missing.
+ */
+struct tallyd_job *tallyd_tree_leaf_of(struct tallyd *d,
+	const struct tallyd_job *spine, unsigned int rank,
+	unsigned int *leaf_rank);
+/* Leaf l's name, "SPINE/L", into out (TALLY_RDV_NAME_MAX + 1 bytes). */
+void tallyd_tree_leaf_name(const char *spine, unsigned int l, char *out);
+/* A leaf's spine job, or NULL. */
+struct tallyd_job *tallyd_tree_spine(struct tallyd *d,
+	const struct tallyd_job *leaf);
+/* A leaf's world: its share of the tree's. */
+unsigned int tallyd_tree_leaf_world(const struct tallyd_job *spine);
+/*
+ * A leaf's job_add "upstream" object (the spine's address, ports and
+ * wire token, the leaf's rank, the total world), or NULL while the
+ * spine or its address is unknown.
+ */
+json_t *tallyd_tree_upstream(struct tallyd *d, const struct tallyd_job *leaf);
+/*
+ * A leaf's barrier completed: whether its membership may be programmed
+ * now. The first time, the spine is added again (fresh slots for the
+ * leaf's new rounds) and false is returned; tallyd_tree_spine_done()
+ * retries the barrier once that is done.
+ */
+bool tallyd_tree_barrier_ready(struct tallyd *d, struct tallyd_job *leaf);
+/* dpc_ops.c: the spine's program is over (err 0 or -errno). */
+void tallyd_tree_spine_done(struct tallyd *d, struct tallyd_job *spine,
+	int err);
+/* job show's "tree" of a spine: the total world, spine, leaves. */
+json_t *tallyd_tree_json(struct tallyd *d, const struct tallyd_job *spine);
+/* A job's state keys ("tier", "leaf", "tree_world") into o, and back. */
+void tallyd_tree_state_json(const struct tallyd_job *j, json_t *o);
+int tallyd_tree_state_load(struct tallyd_job *j, json_t *o, char *why,
+	size_t wlen);
+/* Whether name is a job's: a rendezvous name, or a leaf's "NAME/L". */
+bool tallyd_tree_name_ok(const char *name);
+/* A job with j's id that is not part of j's tree (a clash), or NULL. */
+struct tallyd_job *tallyd_tree_id_clash(struct tallyd *d,
+	const struct tallyd_job *j);
+/* The job with id that has a shard at dataplane dp (else any with id). */
+struct tallyd_job *tallyd_job_find_at(struct tallyd *d, uint16_t id,
+	unsigned int dp);
+/* Deletes spine's leaves, then the spine (its waiter gets the reply). */
+void tallyd_tree_delete(struct tallyd *d, struct tallyd_job *spine,
+	struct tallyd_ctl_client *waiter);
+/* Whether a draining spine still has leaves to wait for. */
+bool tallyd_tree_leaves_left(struct tallyd *d, const struct tallyd_job *spine);
 
 /* ctl.c */
 int tallyd_ctl_listen(struct tallyd *d);

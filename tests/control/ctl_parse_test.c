@@ -42,6 +42,15 @@ good_requests(void **state)
 	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"s\","
 		"\"world\":4}", &r), 0);
 	assert_int_equal(r.ndataplanes, 0);
+	assert_int_equal(r.nleaves, 0);
+	/* A two-tier tree: world is the total. */
+	assert_int_equal(parse("{\"cmd\":\"job_create\",\"name\":\"t\","
+		"\"world\":4096,\"leaves\":[\"a\",\"b\"],\"spine\":\"s\"}",
+		&r), 0);
+	assert_int_equal(r.world, 4096);
+	assert_int_equal(r.nleaves, 2);
+	assert_string_equal(r.leaves[1], "b");
+	assert_string_equal(r.spine, "s");
 	assert_int_equal(parse("{\"cmd\":\"job_list\"}", &r), 0);
 	assert_int_equal(r.cmd, TALLYD_CTL_JOB_LIST);
 	assert_false(r.paged);
@@ -144,6 +153,25 @@ bad_requests(void **state)
 			EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":65}",
 			EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4097,"
+			"\"leaves\":[\"a\"],\"spine\":\"s\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"leaves\":[\"a\"]}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"spine\":\"s\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"leaves\":[],\"spine\":\"s\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"leaves\":[\"a\",\"a\"],\"spine\":\"s\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"leaves\":[\"a\",\"s\"],\"spine\":\"s\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"leaves\":[\"a b\"],\"spine\":\"s\"}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"leaves\":[\"a\"],\"spine\":7}", EINVAL },
+		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"
+			"\"leaves\":[\"a\"],\"spine\":\"s\","
+			"\"dataplanes\":[\"b\"]}", EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":\"4\"}",
 			EINVAL },
 		{ "{\"cmd\":\"job_create\",\"name\":\"x\",\"world\":4,"

@@ -9,7 +9,8 @@
 # FAKE_DP_QPNS=256,257 in its environment its ping advertises those
 # RoCEv2 QPNs ("roce"), and job_list echoes a job's "qkey"; with
 # FAKE_DP_PORT=N its ping gives udp_port N (several stand-ins, each its
-# own address, as a sharded job's dataplanes). It only
+# own address, as a sharded job's dataplanes); job_list echoes a job's
+# "upstream" and "encodings" (a two-tier tree's leaf). It only
 # answers: stop it (SIGSTOP) to see what tallyd does when tally-dp
 # stops answering. Not a dataplane: no packets, no limits beyond the
 # keys it checks.
@@ -37,7 +38,8 @@ def answer(jobs, req):
         if jid in jobs:
             return {"errno": 17, "error": f"job {jid} exists"}
         entry = {k: req[k] for k in ("id", "world", "window", "max_elems",
-                                     "narrow", "members", "qkey")
+                                     "narrow", "members", "qkey",
+                                     "upstream", "encodings")
                  if k in req}
         if "group" in req:
             entry["group"] = req["group"]
