@@ -252,6 +252,15 @@ def replies(srv, S, sock):
        "job create with every option: exactly the documented keys",
        srv.requests, err)
 
+    srv.reset()
+    rc, out, err = run(*S, "job", "create", "t", "--world", "128",
+                       "--leaves", "r1,r2", "--spine", "core")
+    ok(rc == 0 and srv.requests == [{
+        "cmd": "job_create", "name": "t", "world": 128,
+        "leaves": ["r1", "r2"], "spine": "core"}],
+       "job create of a tree: the total world, leaves and spine",
+       srv.requests, err)
+
     rc, out, err = run(*S, "--json", "job", "create", "resnet", "--world",
                        "4")
     ok(rc == 0 and json.loads(out) == {"job": NEW_JOB, "token": TOKEN},
@@ -373,6 +382,15 @@ def usage_errors(srv, S):
         (["job"], "missing a command after 'job'"),
         (create + ["0"], "--world: '0' is not a whole number in 1..64"),
         (create + ["65"], "--world: '65'"),
+        (create + ["65", "--dataplanes", "a"],
+         "--world: '65' is not a whole number in 1..64 (up to 4096 in a "
+         "two-tier tree"),
+        (create + ["4097", "--leaves", "a", "--spine", "s"],
+         "--world: '4097'"),
+        (create + ["4", "--leaves", "a,b"],
+         "a two-tier tree needs both --leaves and --spine"),
+        (create + ["4", "--spine", "s"],
+         "a two-tier tree needs both --leaves and --spine"),
         (create + ["4x"], "--world: '4x'"),
         (create + ["-1"], "--world: '-1'"),
         (create + [" 4"], "--world: ' 4'"),

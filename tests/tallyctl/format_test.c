@@ -243,6 +243,40 @@ job_show(void **state)
 }
 
 /*
+ * A two-tier tree's "tree" (docs/scale-out.md, "Two tiers") after the
+ * spine's settings: the total, the spine, a row per leaf with its
+ * dataplane's two-tier counters ("-" where the dataplane is unknown).
+ */
+static void
+tree_show(void **state)
+{
+	json_t *j = load("{\"name\": \"t\", \"tier\": \"spine\", \"tree\": "
+		"{\"world\": 6, \"leaf_world\": 3, \"spine\": \"dp0\", "
+		"\"spine_dp_tier\": null, \"leaves\": ["
+		"{\"name\": \"t/0\", \"dataplane\": \"dpb\", \"state\": "
+		"\"ready\", \"joined\": 3, \"epoch\": 4, \"counters\": "
+		"{\"rounds\": 70}, \"dp_tier\": {\"tier_forwarded\": 70, "
+		"\"tier_reforwarded\": 2, \"tier_results\": 70}},"
+		"{\"name\": \"t/1\", \"dataplane\": \"dpc\", \"state\": "
+		"\"forming\", \"joined\": 1, \"epoch\": 0, \"counters\": "
+		"{\"rounds\": 0}, \"dp_tier\": null}]}}");
+	char *out;
+	int ret;
+
+	(void)state;
+	CAPTURE(out, ret, tallyctl_print_job(f, j, NOW));
+	assert_int_equal(ret, 0);
+	assert_non_null(strstr(out,
+		"tree: 6 ranks, 2 leaves of 3, spine at dp0\n"
+		"  LEAF  DATAPLANE  STATE    JOINED  EPOCH  ROUNDS  "
+		"DP_FORWARDED  DP_REFORWARDED  DP_RESULTS\n"));
+	assert_non_null(strstr(out, "  t/0   dpb        ready"));
+	assert_non_null(strstr(out, "  t/1   dpc        forming"));
+	free(out);
+	json_decref(j);
+}
+
+/*
  * A sharded job's "shards" (docs/scale-out.md) under its counters, and
  * the "dataplanes" of stats when tallyd drives more than one.
  */
@@ -617,6 +651,7 @@ main(void)
 		cmocka_unit_test(epoch_reason),
 		cmocka_unit_test(job_show),
 		cmocka_unit_test(shards_and_dataplanes),
+		cmocka_unit_test(tree_show),
 		cmocka_unit_test(job_show_forming),
 		cmocka_unit_test(job_created),
 		cmocka_unit_test(stats_nonzero),

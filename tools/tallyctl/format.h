@@ -46,6 +46,13 @@ int tallyctl_print_job_list(FILE *f, const json_t *reply);
 /* A job object (job_show's "job"): fields, members, counters. */
 int tallyctl_print_job(FILE *f, const json_t *job, time_t now);
 
+/*
+ * A two-tier tree (job_show's "tree", docs/scale-out.md): its total
+ * world and spine, then a row per leaf: its job, dataplane, state,
+ * members joined, epoch, rounds, and its dataplane's two-tier counters.
+ */
+int tallyctl_print_tree(FILE *f, const json_t *tree);
+
 /* job_create's reply: the job's settings, then its token, once. */
 int tallyctl_print_created(FILE *f, const json_t *reply, time_t now);
 

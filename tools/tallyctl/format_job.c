@@ -327,6 +327,8 @@ tallyctl_print_job(FILE *f, const json_t *job, time_t now)
 		ret = print_counters(f, counters);
 	if (ret == 0 && json_array_size(json_object_get(job, "shards")) > 0)
 		ret = print_shards(f, json_object_get(job, "shards"));
+	if (ret == 0 && json_is_object(json_object_get(job, "tree")))
+		ret = tallyctl_print_tree(f, json_object_get(job, "tree"));
 	return ret;
 }
 

@@ -37,7 +37,12 @@ struct create_args {
 	const char *codec;
 	const char *transport;
 	const char *dataplanes;		/* "A,B,C" */
+	const char *leaves;		/* a two-tier tree: "A,B" */
+	const char *spine;		/* and its spine */
+	const char *big_world;		/* --world over 64, as given */
 };
+
+#define TREE_WORLD_MAX	4096	/* a two-tier tree's total world */
 
 /* "A.B.C.D:PORT", as far as tallyctl checks it (tallyd does the rest). */
 static bool
@@ -67,6 +72,13 @@ create_opt(struct tallyctl *g, int argc, char **argv, int *i,
 	for (size_t k = 0; k < NNUMS; k++) {
 		if ((r = tallyctl_opt(g, argc, argv, i, nums[k].opt, &v)) == 0)
 			continue;
+		/* A tree's total world (--leaves, checked after all). */
+		if (k == 0 && r > 0 && tallyctl_parse_uint(v, TALLY_MAX_WORKERS
+				+ 1, TREE_WORLD_MAX, &a->num[0]) == 0) {
+			a->big_world = v;
+			a->given[0] = true;
+			return 1;
+		}
 		if (r < 0 || tallyctl_opt_uint(g, nums[k].opt, v, nums[k].lo,
 				nums[k].hi, &a->num[k]) != 0)
 			return -1;
@@ -96,6 +108,11 @@ create_opt(struct tallyctl *g, int argc, char **argv, int *i,
 	if ((r = tallyctl_opt(g, argc, argv, i, "--dataplanes",
 			&a->dataplanes)) != 0)
 		return r > 0 ? 1 : -1;	/* tallyd checks the names */
+	if ((r = tallyctl_opt(g, argc, argv, i, "--leaves",
+			&a->leaves)) != 0)
+		return r > 0 ? 1 : -1;
+	if ((r = tallyctl_opt(g, argc, argv, i, "--spine", &a->spine)) != 0)
+		return r > 0 ? 1 : -1;
 	if ((r = tallyctl_opt(g, argc, argv, i, "--group", &a->group)) == 0)
 		return 0;
 	if (r > 0 && !group_ok(a->group)) {
@@ -133,6 +150,14 @@ create_args(struct tallyctl *g, int argc, char **argv, struct create_args *a)
 		return tallyctl_usage_error(g, "missing NAME");
 	if (!a->given[0])
 		return tallyctl_usage_error(g, "missing --world N");
+	if ((a->leaves == NULL) != (a->spine == NULL))
+		return tallyctl_usage_error(g, "a two-tier tree needs both "
+			"--leaves and --spine");
+	if (a->leaves == NULL && a->big_world != NULL)
+		return tallyctl_usage_error(g, "--world: '%s' is not a whole "
+			"number in 1..%u (up to %u in a two-tier tree: --leaves, "
+			"--spine)", a->big_world, TALLY_MAX_WORKERS,
+			TREE_WORLD_MAX);
 	return -1;
 }
 
@@ -180,6 +205,12 @@ create_req(const struct create_args *a)
 	if (req != NULL && a->dataplanes != NULL)
 		err |= json_object_set_new(req, "dataplanes",
 			names_json(a->dataplanes));
+	if (req != NULL && a->leaves != NULL)
+		err |= json_object_set_new(req, "leaves",
+			names_json(a->leaves));
+	if (req != NULL && a->spine != NULL)
+		err |= json_object_set_new(req, "spine",
+			json_string(a->spine));
 	if (err) {
 		json_decref(req);
 		return NULL;
@@ -275,13 +306,16 @@ job_delete(struct tallyctl *g, int argc, char **argv)
 const struct tallyctl_cmd tallyctl_job_cmds[] = {
 	{ "create", "NAME --world N [--window N] [--max-elems N] [--narrow] "
 	  "[--group IP:PORT] [--idle-timeout S] [--codec SPEC] [--auth] "
-	  "[--transport udp|rdma] [--dataplanes A,B,...]",
+	  "[--transport udp|rdma] [--dataplanes A,B,...] "
+	  "[--leaves A,B,... --spine S]",
 	  "Create a job (world 1-64, "
 	  "window 1-32768 slots, max-elems 1-8192, idle timeout in seconds, "
 	  "0: never; --auth: every packet tagged, docs/protocol.md; "
 	  "--transport rdma: workers send RoCEv2 UD, docs/rdma.md; "
 	  "--dataplanes: shard it over these tally-dp hosts, slot s at the "
-	  "(s mod H)th, docs/scale-out.md) and "
+	  "(s mod H)th, docs/scale-out.md; --leaves and --spine: a "
+	  "two-tier tree, --world the total (up to 4096), rank r at leaf "
+	  "r / (world / leaves), docs/scale-out.md) and "
 	  "print its token, which is shown only this once.",
 	  job_create, NULL },
 	{ "list", "", "One line per job: its id, world, members joined, "
