@@ -437,6 +437,7 @@ void
 tallyd_job_delete_finish(struct tallyd *d, struct tallyd_job *j)
 {
 	struct tallyd_ctl_client *w = j->drain_waiter;
+	struct tallyd_job *s;
 	char why[600];
 	int ret;
 
@@ -446,6 +447,13 @@ tallyd_job_delete_finish(struct tallyd *d, struct tallyd_job *j)
 		if (w != NULL)
 			tallyd_ctl_reply(d, w, json_pack("{s:i}", "errno", 0));
 		tallyd_job_free(d, j);
+		return;
+	}
+	/* A tree's leaf goes on draining: its spine waits for it. */
+	if (j->tier == TALLYD_TIER_LEAF && (s = tallyd_tree_spine(d, j)) !=
+			NULL && s->draining) {
+		tallyd_log("job '%s' not deleted yet: %s; trying again",
+			j->name, d->sf.error);
 		return;
 	}
 	/* As before the delete; tallyd_dpc_poll() puts a membership back. */

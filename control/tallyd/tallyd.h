@@ -692,7 +692,7 @@ struct tallyd_job *tallyd_job_find_at(struct tallyd *d, uint16_t id,
 /* Deletes spine's leaves, then the spine (its waiter gets the reply). */
 void tallyd_tree_delete(struct tallyd *d, struct tallyd_job *spine,
 	struct tallyd_ctl_client *waiter);
-/* Whether a draining spine still has leaves to wait for. */
+/* Whether a draining spine still has leaves (its delete waits). */
 bool tallyd_tree_leaves_left(struct tallyd *d, const struct tallyd_job *spine);
 
 /* ctl.c */

@@ -314,11 +314,10 @@ bool
 tallyd_tree_leaves_left(struct tallyd *d, const struct tallyd_job *s)
 {
 	char name[TALLY_RDV_NAME_MAX + 1];
-	struct tallyd_job *l;
 
 	for (unsigned int i = 0; i < s->world; i++) {
 		tallyd_tree_leaf_name(s->name, i, name);
-		if ((l = tallyd_job_find(d, name)) != NULL && l->draining)
+		if (tallyd_job_find(d, name) != NULL)
 			return true;
 	}
 	return false;
@@ -328,14 +327,20 @@ void
 tallyd_tree_delete(struct tallyd *d, struct tallyd_job *s,
 	struct tallyd_ctl_client *waiter)
 {
-	char name[TALLY_RDV_NAME_MAX + 1];
+	char name[TALLY_RDV_NAME_MAX + 1], spine[TALLY_RDV_NAME_MAX + 1];
+	unsigned int n = s->world;
 	struct tallyd_job *l;
 
-	/* The spine goes last: its delete waits for the leaves'. */
-	for (unsigned int i = 0; i < s->world; i++) {
-		tallyd_tree_leaf_name(s->name, i, name);
+	/*
+	 * The spine goes last: its delete waits while a leaf is left. A
+	 * leaf's delete may finish at once, and then the spine's: s is
+	 * not touched after its leaves' deletes start.
+	 */
+	memcpy(spine, s->name, sizeof(spine));
+	tallyd_job_delete_start(d, s, waiter);
+	for (unsigned int i = 0; i < n; i++) {
+		tallyd_tree_leaf_name(spine, i, name);
 		if ((l = tallyd_job_find(d, name)) != NULL && !l->draining)
 			tallyd_job_delete_start(d, l, NULL);
 	}
-	tallyd_job_delete_start(d, s, waiter);
 }
