@@ -20,7 +20,9 @@
 # two tallyd with two dataplanes: a job sharded over both is stored in
 # etcd with its shards, a follower shows them and programs both, and each
 # dataplane has its own liveness key that expires alone; then the leader
-# moves the job off the stopped one in a new epoch, its reason in etcd.
+# moves the job off the stopped one in a new epoch, its reason in etcd;
+# a two-tier tree is a job value per part (spine and leaf, one id), read
+# by a follower, joined through it, and deleted whole.
 # Skips (TAP) when etcd is not installed. Needs TALLY_SRC, TALLY_BUILD.
 import base64
 import json
@@ -548,6 +550,50 @@ def shards(work, eps, old, dp):
     fake2.send_signal(signal.SIGCONT)
     ok(wait_for(lambda: dp_live(eps[1:], 47475) is not None,
                 3 * LEASE_S + 4), "dp1 answers again: its key is back")
+    tree(eps[1:], lead, fol, dp, dp2)
+
+
+def tree(eps, lead, fol, dp, dp2):
+    """A two-tier tree through etcd: a job value per part, one id."""
+    r = None
+    for _ in range(100):
+        r = ctl(lead["sock"], {"cmd": "job_create", "name": "tr",
+                               "world": 1, "leaves": ["dp1"],
+                               "spine": "dp0"})
+        if r and r.get("errno") == 0:
+            break
+        time.sleep(0.05)
+    ok(r is not None and r.get("errno") == 0,
+       "a tree (leaf dp1, spine dp0) is created on the leader", r)
+    jid = ((r or {}).get("job") or {}).get("id")
+    v, lf = etcd_job(eps, "tr") or {}, etcd_job(eps, "tr/0") or {}
+    ok(v.get("tier") == "spine" and lf.get("tier") == "leaf" and
+       lf.get("leaf") == 0 and v.get("tree_world") == 1 and
+       v.get("id") == jid and lf.get("id") == jid,
+       "etcd has the spine (tr) and the leaf (tr/0), one id", (v, lf))
+
+    def fol_leaves():
+        rep = ctl(fol["sock"], {"cmd": "job_show", "name": "tr"}) or {}
+        return [x.get("name") for x in
+                ((rep.get("job") or {}).get("tree") or {}).get("leaves",
+                                                              [])]
+    ok(wait_for(lambda: fol_leaves() == ["tr/0"], 2 * LEASE_S),
+       "a follower reads the tree from etcd", fol_leaves())
+    m = join(fol["port"], "tr", (r or {}).get("token", ""), 41001)
+    ok(m.get("op") == "ready", "a rank joins the tree through the follower",
+       m)
+
+    def placed():
+        lj = [j for j in fake_jobs(dp2) if j.get("id") == jid]
+        sj = [j for j in fake_jobs(dp) if j.get("id") == jid]
+        return (lj and sj and (lj[0].get("upstream") or {}).get("port") ==
+                47474 and sj[0]["members"][0]["port"] == 47475)
+    ok(wait_for(placed, 3), "the leaf at dp1 with its upstream, the spine "
+       "at dp0 with the leaf as its member", (fake_jobs(dp), fake_jobs(dp2)))
+    r = ctl(lead["sock"], {"cmd": "job_delete", "name": "tr"}, timeout=8)
+    ok((r or {}).get("errno") == 0 and wait_for(
+        lambda: not ({"tr", "tr/0"} & (etcd_jobs(eps) or {"tr"})), 3),
+       "job delete tr: neither part is left in etcd", (r, etcd_jobs(eps)))
 
 
 if __name__ == "__main__":
