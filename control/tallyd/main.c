@@ -65,7 +65,8 @@ expire_idle(struct tallyd *d)
 	for (j = d->jobs; j != NULL; j = next) {
 		next = j->next;
 		if (j->idle_timeout_s == 0 || j->draining || j->njoined > 0 ||
-				now - j->last_active < (int64_t)j->idle_timeout_s)
+				now - tallyd_tree_last_active(d, j) <
+				(int64_t)j->idle_timeout_s)
 			continue;
 		tallyd_log("job '%s' idle for %u s: deleting", j->name,
 			j->idle_timeout_s);

@@ -692,6 +692,11 @@ struct tallyd_job *tallyd_job_find_at(struct tallyd *d, uint16_t id,
 /* Deletes spine's leaves, then the spine (its waiter gets the reply). */
 void tallyd_tree_delete(struct tallyd *d, struct tallyd_job *spine,
 	struct tallyd_ctl_client *waiter);
+/*
+ * When j was last active: its own last_active, and for a tree's spine
+ * the latest of its leaves' too (now while one is forming).
+ */
+int64_t tallyd_tree_last_active(struct tallyd *d, const struct tallyd_job *j);
 /* Whether a draining spine still has leaves (its delete waits). */
 bool tallyd_tree_leaves_left(struct tallyd *d, const struct tallyd_job *spine);
 

@@ -310,6 +310,26 @@ tallyd_tree_state_load(struct tallyd_job *j, json_t *o, char *why,
 	return 0;
 }
 
+int64_t
+tallyd_tree_last_active(struct tallyd *d, const struct tallyd_job *j)
+{
+	char name[TALLY_RDV_NAME_MAX + 1];
+	int64_t last = j->last_active;
+	struct tallyd_job *l;
+
+	for (unsigned int i = 0; j->tier == TALLYD_TIER_SPINE &&
+			i < j->world; i++) {
+		tallyd_tree_leaf_name(j->name, i, name);
+		if ((l = tallyd_job_find(d, name)) == NULL)
+			continue;
+		if (l->njoined > 0)
+			return tallyd_wall_s();
+		if (l->last_active > last)
+			last = l->last_active;
+	}
+	return last;
+}
+
 bool
 tallyd_tree_leaves_left(struct tallyd *d, const struct tallyd_job *s)
 {

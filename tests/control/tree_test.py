@@ -13,7 +13,8 @@
 # upstream; bad joins are refused and counted; job show shows the tree;
 # a tallyd restart keeps it and the reconciliation leaves every part
 # where it is (the parts share an id on different dataplanes); job delete
-# removes every part. TAP; needs TALLY_SRC and TALLY_BUILD.
+# removes every part, and so does the spine's idle timeout. TAP; needs
+# TALLY_SRC and TALLY_BUILD.
 import json
 import os
 import shutil
@@ -225,6 +226,15 @@ def main():
            all(base.fake_jobs(s) == [] for s in socks) and
            (ctl.call({"cmd": "job_list"})[0] or {}).get("jobs") == [],
            "job delete t: no part left at any dataplane or in tallyd", rep)
+        rep, _ = ctl.call({"cmd": "job_create", "name": "idle", "world": 2,
+                           "leaves": ["dp1", "dp2"], "spine": "dp0",
+                           "idle_timeout_s": 1})
+        gone = wait_for(lambda: (ctl.call({"cmd": "job_list"})[0] or {})
+                        .get("jobs") == [] and
+                        all(base.fake_jobs(s) == [] for s in socks), 6)
+        ok((rep or {}).get("errno") == 0 and gone,
+           "a tree idle for its idle_timeout_s goes whole: spine and leaves",
+           rep)
     finally:
         if tallyd is not None:
             tallyd.terminate()
