@@ -200,21 +200,28 @@ fold_finish(__m128i x0, __m128i x1, __m128i x2, __m128i x3,
 
 /*
  * The CRC register after len (a multiple of 16, at least 64) bytes at p
- * from register crc (not inverted either way): four 128-bit lanes, each
- * folded 64 bytes forward a step, so four multiplies are in flight where
- * one lane waits for each; then fold_finish().
+ * from register crc (not inverted either way), the first 64 of them
+ * taken ORed with the 64 bytes at or64 (64-byte aligned: all zeros for
+ * the bytes as they are, icrc_or for a RoCEv2 packet's masked fields):
+ * four 128-bit lanes, each folded 64 bytes forward a step, so four
+ * multiplies are in flight where one lane waits for each; then
+ * fold_finish().
  */
 __attribute__((target("pclmul,sse4.1"))) static uint32_t
-fold4(const uint8_t *p, uint32_t len, uint32_t crc)
+fold4(const uint8_t *p, uint32_t len, uint32_t crc, const uint8_t *or64)
 {
 	const __m128i k = K(512);
+	const __m128i *m = (const __m128i *)or64;
 	__m128i x0, x1, x2, x3;
 
-	x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
-		_mm_cvtsi32_si128((int)crc));
-	x1 = _mm_loadu_si128((const __m128i *)(p + 16));
-	x2 = _mm_loadu_si128((const __m128i *)(p + 32));
-	x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+	x0 = _mm_xor_si128(_mm_or_si128(_mm_loadu_si128((const __m128i *)p),
+		_mm_load_si128(m)), _mm_cvtsi32_si128((int)crc));
+	x1 = _mm_or_si128(_mm_loadu_si128((const __m128i *)(p + 16)),
+		_mm_load_si128(m + 1));
+	x2 = _mm_or_si128(_mm_loadu_si128((const __m128i *)(p + 32)),
+		_mm_load_si128(m + 2));
+	x3 = _mm_or_si128(_mm_loadu_si128((const __m128i *)(p + 48)),
+		_mm_load_si128(m + 3));
 	for (p += 64, len -= 64; len >= 64; p += 64, len -= 64) {
 		x0 = fold1(x0, k, _mm_loadu_si128((const __m128i *)p));
 		x1 = fold1(x1, k, _mm_loadu_si128((const __m128i *)(p + 16)));
@@ -251,21 +258,23 @@ fold512(__m512i x, __m512i k, __m512i y)
 }
 
 /*
- * As fold4() for len (a multiple of 16) of at least 256 bytes, by
- * VPCLMULQDQ on 512-bit registers: four of them, sixteen 128-bit lanes,
- * each folded 256 bytes forward a step; then the four into one (two
- * steps), the rest 64 bytes a step, and its four lanes to fold_finish().
+ * As fold4() (or64 too; (a | b) ^ c is ternary logic 0x56) for len (a
+ * multiple of 16) of at least 256 bytes, by VPCLMULQDQ on 512-bit
+ * registers: four of them, sixteen 128-bit lanes, each folded 256 bytes
+ * forward a step; then the four into one (two steps), the rest 64 bytes
+ * a step, and its four lanes to fold_finish().
  */
 AVX512_TARGET static uint32_t
-fold16(const uint8_t *p, uint32_t len, uint32_t crc)
+fold16(const uint8_t *p, uint32_t len, uint32_t crc, const uint8_t *or64)
 {
 	const __m512i k2048 = _mm512_broadcast_i32x4(K(2048));
 	const __m512i k1024 = _mm512_broadcast_i32x4(K(1024));
 	const __m512i k512 = _mm512_broadcast_i32x4(K(512));
 	__m512i x0, x1, x2, x3;
 
-	x0 = _mm512_xor_si512(_mm512_loadu_si512(p),
-		_mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+	x0 = _mm512_ternarylogic_epi64(_mm512_loadu_si512(p),
+		_mm512_load_si512(or64),
+		_mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)), 0x56);
 	x1 = _mm512_loadu_si512(p + 64);
 	x2 = _mm512_loadu_si512(p + 128);
 	x3 = _mm512_loadu_si512(p + 192);
@@ -288,6 +297,21 @@ fold16(const uint8_t *p, uint32_t len, uint32_t crc)
 #endif
 
 #if defined(RTE_ARCH_X86_64)
+/* 64 bytes of zeros: the first block of a fold taken as it is. */
+static const uint8_t or_none[64] __rte_aligned(64);
+
+/*
+ * The ICRC's masked fields as ones in the first 64 bytes it covers, for
+ * an IPv4 header without options (icrc.h): the LRH's place (8 bytes),
+ * then from the IPv4 header at 8: TOS (9), TTL (16), header checksum
+ * (18, 19); the UDP checksum (28 + 6, 28 + 7); BTH byte 4 (36 + 4).
+ */
+static const uint8_t icrc_or[64] __rte_aligned(64) = {
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	[9] = 0xff, [16] = 0xff, [18] = 0xff, [19] = 0xff,
+	[34] = 0xff, [35] = 0xff, [40] = 0xff,
+};
+
 /*
  * The CRC register after the len (under 16) bytes at p from register c:
  * 8 and 4 bytes at once by independent lookups in the slice tables (a
@@ -333,9 +357,9 @@ tally_crc32(const void *p, uint32_t len)
 		uint32_t n = len & ~15u, c;
 
 		if (fold_path == FOLD_AVX512 && n >= 256)
-			c = fold16(b, n, 0xffffffffu);
+			c = fold16(b, n, 0xffffffffu, or_none);
 		else if (n >= 64)
-			c = fold4(b, n, 0xffffffffu);
+			c = fold4(b, n, 0xffffffffu, or_none);
 		else
 			c = fold_short(b, n, 0xffffffffu);
 		return ~tail(b + n, len - n, c);
@@ -447,19 +471,52 @@ tally_icrc_init(void)
 }
 
 /*
- * Borrows ip, writes it and the 8 bytes before it, and restores them
- * before returning: a lcore that owns the frame alone may do this.
+ * The ICRC of an IPv4 header without options, by a fold that ORs the
+ * masked fields into its first 64 bytes in registers (icrc_or): nothing
+ * is written, so no load waits on a store (the masking in place cost a
+ * failed store forward on the fold's first 64-byte load), and nothing is
+ * put back. len (from the LRH's place) at least 64. Borrows lrh.
+ */
+#if defined(RTE_ARCH_X86_64)
+static uint32_t
+icrc_folded(const uint8_t *lrh, uint32_t len)
+{
+	uint32_t n = len & ~15u, c;
+
+	if (fold_path == FOLD_AVX512 && n >= 256)
+		c = fold16(lrh, n, 0xffffffffu, icrc_or);
+	else
+		c = fold4(lrh, n, 0xffffffffu, icrc_or);
+	return ~tail(lrh + n, len - n, c);
+}
+#endif
+
+/*
+ * Borrows ip. An IPv4 header without options under tally's folding
+ * reads the frame only (icrc_folded()); otherwise the masked fields are
+ * written in place, with the 8 bytes before ip, and put back before
+ * returning: a lcore that owns the frame alone may do this.
  */
 uint32_t
 tally_icrc_ipv4(uint8_t *ip, uint32_t ip_len)
 {
 	uint32_t hlen = (uint32_t)(ip[0] & 0x0f) * 4;
 	uint8_t *udp = ip + hlen, *bth = udp + 8, *lrh = ip - TALLY_ICRC_LRH_LEN;
-	uint8_t save_lrh[TALLY_ICRC_LRH_LEN], tos = ip[1], ttl = ip[8];
-	uint8_t ipck[2] = { ip[10], ip[11] }, udpck[2] = { udp[6], udp[7] };
-	uint8_t b4 = bth[4];
+	uint8_t save_lrh[TALLY_ICRC_LRH_LEN], tos, ttl, ipck[2], udpck[2], b4;
 	uint32_t crc;
 
+#if defined(RTE_ARCH_X86_64)
+	if (likely(hlen == 20 && fold_path != FOLD_NONE &&
+			ip_len >= 64 - TALLY_ICRC_LRH_LEN + 4))
+		return icrc_folded(lrh, TALLY_ICRC_LRH_LEN + ip_len - 4);
+#endif
+	tos = ip[1];
+	ttl = ip[8];
+	ipck[0] = ip[10];
+	ipck[1] = ip[11];
+	udpck[0] = udp[6];
+	udpck[1] = udp[7];
+	b4 = bth[4];
 	memcpy(save_lrh, lrh, sizeof(save_lrh));
 	memset(lrh, 0xff, TALLY_ICRC_LRH_LEN);
 	ip[1] = 0xff;

@@ -78,12 +78,14 @@ tally_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint32_t len_b)
 
 /*
  * The ICRC of the IPv4 datagram at ip, ip_len bytes of it (its total
- * length, the 4 ICRC bytes at its end not covered). Writes the masked
- * fields in place (and 0xff into the TALLY_ICRC_LRH_LEN bytes before ip,
- * which must be writable: the Ethernet source address and type), takes
- * the CRC in one pass, and puts every byte back. The datagram is IPv4
- * (header length from its first byte), then UDP, then a BTH: the caller
- * has checked that ip_len covers them.
+ * length, the 4 ICRC bytes at its end not covered), in one pass. Under
+ * tally's folding ("vpclmul16", "clmul4") a header without options is
+ * only read: the masked fields are set in registers. Otherwise the
+ * masked fields are written in place (and 0xff into the
+ * TALLY_ICRC_LRH_LEN bytes before ip, which must be writable: the
+ * Ethernet source address and type) and every byte put back. The
+ * datagram is IPv4 (header length from its first byte), then UDP, then
+ * a BTH: the caller has checked that ip_len covers them.
  */
 uint32_t tally_icrc_ipv4(uint8_t *ip, uint32_t ip_len);
 
