@@ -42,7 +42,7 @@ struct tally_dp_stats {
 	uint64_t arp_refused;	/* ARP that claimed a known address for
 				 * another MAC: not learned */
 	uint64_t misrouted;	/* slot sent to another lcore's UDP port */
-	uint64_t idle_sleeps;
+	uint64_t idle_sleeps;	/* waits of the idle back-off (idle.c) */
 	uint64_t upstream;	/* a leaf's rounds sent to its spine */
 	uint64_t upstream_bcast; /* ... to the Ethernet broadcast address:
 				 * the spine's MAC not learned yet */
@@ -62,6 +62,8 @@ struct tally_dp_lcore {
 	struct rte_ring *ring;	/* frames other lcores received for it */
 	struct tally_net_neigh *neigh;
 	struct out *out;	/* frames waiting for the port */
+	int idle_fd;		/* the port's socket it waits on when idle;
+				 * -1: it sleeps (idle.c) */
 	struct tally_agg_stats agg;
 	struct tally_dp_stats st;
 } __rte_cache_aligned;
@@ -166,6 +168,12 @@ void tally_dp_lcore_fini(struct tally_dp_lcore *lc);
 int tally_dp_lcore_main(void *arg);
 /* One pass of the loop; returns the frames taken. */
 uint16_t tally_dp_lcore_poll(struct tally_dp_lcore *lc);
+
+/* idle.c: the idle back-off of a worker lcore (--idle-us, --idle-wait). */
+int tally_dp_idle_find_socket(void);
+int tally_dp_idle_init(struct tally_dp *dp, int want_socket);
+void tally_dp_idle(struct tally_dp *dp, struct tally_dp_lcore *lc,
+	unsigned int *idle);
 
 /* port.c: configures and starts the port; fills dp->self.mac, dp->mtu
  * and dp->max_mtu; -EMSGSIZE when mtu is over dp->max_mtu (af_xdp). */

@@ -6,7 +6,8 @@
  * replies and NACKs, report a quiescent state, and back off when idle.
  *
  * Nothing here allocates (but mbufs), locks, logs or makes a syscall,
- * except the idle back-off's sleep, which is off unless asked for.
+ * except the idle back-off's wait (idle.c), which is off unless asked
+ * for.
  *
  * MAC addresses are learned only from frames the engine took as a
  * member's (its token, rank and source checked), never from ARP: a host
@@ -16,13 +17,11 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
-#include <rte_pause.h>
 #include <rte_prefetch.h>
 
 #include <tally/limits.h>
@@ -816,28 +815,6 @@ dispatch(struct tally_dp *dp, struct tally_dp_lcore *lc,
 }
 
 /*
- * After a run of empty polls: pause, then sleep idle_us at a time, so an
- * idle tally-dp leaves the core to others (tests, the quickstart).
- */
-static void
-back_off(const struct tally_dp *dp, struct tally_dp_lcore *lc,
-	unsigned int *idle)
-{
-	struct timespec ts;
-
-	if (dp->idle_us == 0)
-		return;
-	if (++*idle < 256) {
-		rte_pause();
-		return;
-	}
-	ts.tv_sec = 0;
-	ts.tv_nsec = (long)dp->idle_us * 1000;
-	nanosleep(&ts, NULL);
-	lc->st.idle_sleeps++;
-}
-
-/*
  * One pass of the loop: a burst from the port (when this lcore polls a
  * queue) and one from its ring, handled, dispatched and sent. Returns how
  * many frames it took. Benchmarks call it directly.
@@ -891,7 +868,7 @@ tally_dp_lcore_main(void *arg)
 		if (n > 0)
 			idle = 0;
 		else
-			back_off(dp, lc, &idle);
+			tally_dp_idle(dp, lc, &idle);
 	}
 	rte_rcu_qsbr_thread_offline(dp->qsbr, lc->index);
 	rte_rcu_qsbr_thread_unregister(dp->qsbr, lc->index);

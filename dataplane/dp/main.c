@@ -41,6 +41,7 @@ struct opts {
 	unsigned long udp_port;
 	unsigned long eth_port;
 	unsigned long idle_us;
+	int idle_sleep;			/* --idle-wait sleep */
 	unsigned long mtu;
 	unsigned long mbufs;
 	unsigned long max_jobs;
@@ -63,8 +64,13 @@ usage(FILE *f)
 "                     (default %d)\n"
 "  --eth-port N       DPDK port to use (default 0)\n"
 "  --admin PATH       admin socket (default /run/tally/dp.sock)\n"
-"  --idle-us N        sleep N us after a run of empty polls; 0 busy-polls\n"
+"  --idle-us N        idle back-off after a run of empty polls: wait on\n"
+"                     the port's socket, or sleep N us; 0 busy-polls\n"
 "                     (default 0)\n"
+"  --idle-wait MODE   how the idle back-off waits: socket (the port's\n"
+"                     socket where one lcore polls net_af_xdp or\n"
+"                     net_af_packet, a sleep of --idle-us otherwise;\n"
+"                     the default) or sleep (always a sleep)\n"
 "  --mtu N            port MTU, 68..9600 (default 1500; at most\n"
 "                     3506 on net_af_xdp)\n"
 "  --mbufs N          mbufs in each pool (default 16383; 65535 on\n"
@@ -98,6 +104,19 @@ num(const char *flag, const char *s, unsigned long lo, unsigned long hi,
 	return 0;
 }
 
+/* --idle-wait MODE into *sleep; 0 or -EINVAL with a message. */
+static int
+idle_wait_arg(const char *s, int *sleep)
+{
+	if (strcmp(s, "socket") == 0 || strcmp(s, "sleep") == 0) {
+		*sleep = strcmp(s, "sleep") == 0;
+		return 0;
+	}
+	fprintf(stderr, "tally-dp: --idle-wait: '%s' is not socket or "
+		"sleep\n", s);
+	return -EINVAL;
+}
+
 static int
 parse_args(int argc, char **argv, struct opts *o)
 {
@@ -107,6 +126,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "eth-port", required_argument, NULL, 'e' },
 		{ "admin", required_argument, NULL, 's' },
 		{ "idle-us", required_argument, NULL, 'i' },
+		{ "idle-wait", required_argument, NULL, 'w' },
 		{ "mtu", required_argument, NULL, 'm' },
 		{ "mbufs", required_argument, NULL, 'n' },
 		{ "max-jobs", required_argument, NULL, 'j' },
@@ -126,6 +146,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		case 'u': ret = num("--udp-port", optarg, 1, 65535, &o->udp_port); break;
 		case 'e': ret = num("--eth-port", optarg, 0, RTE_MAX_ETHPORTS - 1, &o->eth_port); break;
 		case 'i': ret = num("--idle-us", optarg, 0, 100000, &o->idle_us); break;
+		case 'w': ret = idle_wait_arg(optarg, &o->idle_sleep); break;
 		case 'm': ret = num("--mtu", optarg, 68, 9600, &o->mtu); break;
 		case 'n': ret = num("--mbufs", optarg, 1023, 1u << 22, &o->mbufs); break;
 		case 'j': ret = num("--max-jobs", optarg, 1, 65536, &o->max_jobs); break;
@@ -356,6 +377,24 @@ announce_icrc(void)
 		(double)(t1 - t0) / 1e9 : 0.0);
 }
 
+/* Sets up and says how the worker lcores wait when idle (idle.c). */
+static void
+announce_idle(const struct opts *o)
+{
+	int fd = tally_dp_idle_init(&dp, !o->idle_sleep);
+
+	if (dp.idle_us == 0)
+		DP_LOG(INFO, "idle: busy poll (--idle-us 0)");
+	else if (fd >= 0)
+		DP_LOG(INFO, "idle: wait on the port's socket (fd %d) after "
+			"empty polls", fd);
+	else
+		DP_LOG(INFO, "idle: sleep %u us after empty polls (%s)",
+			dp.idle_us, fd == -ENOTSUP ? "--idle-wait sleep" :
+			fd == -EXDEV ? "several lcores or queues" :
+			"no socket of the port's found");
+}
+
 static void
 announce(const struct opts *o)
 {
@@ -372,11 +411,11 @@ announce(const struct opts *o)
 		"rte_flow (UDP port -> queue)" : dp.nworkers == 1 ?
 		"none needed (one worker)" :
 		"software dispatch over rte_ring (no rte_flow on this port)");
-	DP_LOG(INFO, "results: %s; idle: %s; %lu mbufs a pool; admin socket %s",
+	DP_LOG(INFO, "results: %s; %lu mbufs a pool; admin socket %s",
 		dp.tx_chains ? "shared payload, chained per member" :
-		"linearized per member (port sends no chains)",
-		dp.idle_us ? "sleep after empty polls" : "busy poll", o->mbufs,
+		"linearized per member (port sends no chains)", o->mbufs,
 		o->admin);
+	announce_idle(o);
 	DP_LOG(INFO, "jobs: at most %u, %llu MiB of slots in all, %llu MiB "
 		"each", dp.max_jobs, (unsigned long long)(dp.mem_budget >> 20),
 		(unsigned long long)(dp.max_job_mem >> 20));
