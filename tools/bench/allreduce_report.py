@@ -228,7 +228,7 @@ def judge(cells, size, workers, dtype="f32"):
     out += judge_rs_codec(here, size)
     for c in here:
         if (not c["system"].startswith("tally-") or mpi is None
-                or c["system"] == "tally-xdp"
+                or c["system"] in ("tally-xdp", "tally-mcast")
                 or c["system"].startswith("tally-shard")):
             continue
         # A codec's targets against OpenMPI: q8 4x, block-sparse at 1%
@@ -242,11 +242,21 @@ def judge(cells, size, workers, dtype="f32"):
         if goal is not None:
             v["met"] = v.get("ratio", 0) >= goal
         out.append(v)
-    tally = next((c for c in here if c["system"] == "tally"), None)
-    if tally is None or fastest is None:
-        return out
+    # Issue 18's targets, for tally and for tally with its results sent
+    # to a multicast group.
+    for name in ("tally", "tally-mcast"):
+        tally = next((c for c in here if c["system"] == name), None)
+        if tally is not None and fastest is not None:
+            out += judge_dense(tally, name, here, fastest, size, workers)
+    return out
+
+
+def judge_dense(tally, name, here, fastest, size, workers):
+    """Issue 18's verdicts for the dense row NAME: its speed against the
+    fastest peer and its workers' CPU s/GiB against gloo's."""
+    out = []
     t = target_of(size, workers)
-    v = {"size": size, "what": f"tally vs {fastest['system']} by median",
+    v = {"size": size, "what": f"{name} vs {fastest['system']} by median",
          "target": t}
     if "median_s" in tally:
         v["ratio"] = tally["vs_fastest_peer"]
@@ -256,7 +266,7 @@ def judge(cells, size, workers, dtype="f32"):
     out.append(v)
     gloo = next((c for c in here if c["system"] == "gloo"), None)
     if gloo is not None and "workers_cpu_s_gib" in gloo:
-        w = {"size": size, "what": "tally workers' CPU s/GiB <= gloo's"}
+        w = {"size": size, "what": f"{name} workers' CPU s/GiB <= gloo's"}
         if "workers_cpu_s_gib" in tally:
             w["tally"] = tally["workers_cpu_s_gib"]
             w["gloo"] = gloo["workers_cpu_s_gib"]
@@ -287,7 +297,9 @@ def setups(runs):
                        + f"; codec {r['codec']}"
                        + (" (narrow sums)" if r.get("narrow") else "")
                        + f", {r['elems']} elements a packet, window "
-                       f"{r['window']}")
+                       f"{r['window']}"
+                       + (f"; results to multicast group {r['group']}"
+                          if r.get("group") else ""))
         if r.get("codec", "").startswith("sparse") and "dp_stats" in r:
             # Rounds a call: one a block of the union, plus the scale
             # round's chunks (the max and a first block a stream).

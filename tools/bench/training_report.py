@@ -17,6 +17,7 @@ LABELS = {
     "fp16": "gloo + fp16_compress_hook",
     "powersgd": "gloo + PowerSGD hook, rank 4",
     "tally": "tally fixp (dense)",
+    "tally-mcast": "tally fixp, multicast results",
     "tally-backend": "tally backend, no hook",
     "tally-sharded": "tally sharded (bf16 grads)",
     "tally-q8": "tally q8 + EF (narrow)",
@@ -26,7 +27,8 @@ LABELS = {
 }
 TORCH = ("gloo", "fp16", "powersgd")
 # The torch row of the same kind of compression; None: the fastest.
-KIND = {"tally": "gloo", "tally-backend": "gloo", "tally-sharded": "gloo",
+KIND = {"tally": "gloo", "tally-mcast": "gloo", "tally-backend": "gloo",
+        "tally-sharded": "gloo",
         "tally-q8": "fp16", "tally-q4": "fp16",
         "tally-powersgd": "powersgd", "tally-sparse": None}
 
@@ -223,6 +225,13 @@ def targets(by, ran):
         lambda t, g: (acc_within(t, g, 0.5) and t["vs_kind"] >= 1.3,
                       f"{t['acc_mean'] - g['acc_mean']:+.2f} points, "
                       f"{t['vs_kind']:.2f}x"))
+    if "tally-mcast" in ran:
+        add("tally dense, multicast results: within 0.5 points of gloo, "
+            ">= 1.3x faster an epoch",
+            ["tally-mcast", "gloo"],
+            lambda t, g: (acc_within(t, g, 0.5) and t["vs_kind"] >= 1.3,
+                          f"{t['acc_mean'] - g['acc_mean']:+.2f} points, "
+                          f"{t['vs_kind']:.2f}x"))
     add("q8+EF: within 1 point of gloo, >= 1.5x faster than the fp16 hook",
         ["tally-q8", "gloo", "fp16"],
         lambda q, g, f: (acc_within(q, g, 1.0) and q["vs_kind"] >= 1.5,
