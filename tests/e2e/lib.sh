@@ -50,7 +50,10 @@ skip_unless_root() {
 # DP_VDEV_ARGS is appended to the vdev (e.g. ,qpairs=2). net_af_packet
 # gets a ring of 4096 frames (framecnt; 512 by default): its ring drops
 # what does not fit, uncounted, and a few members with windows of
-# hundreds of slots fill 512 at once.
+# hundreds of slots fill 512 at once. net_af_xdp gets busy_budget=0: by
+# default it sets SO_PREFER_BUSY_POLL and makes a recvfrom() syscall on
+# every empty poll, which on the testbed's veth costs tally-dp about a
+# sixth of its CPU per byte (docs/operations.md, "net_af_xdp").
 dp_start() {
 	local pmd args
 	for pmd in ${TALLY_PMD:-net_af_packet}; do
@@ -58,6 +61,8 @@ dp_start() {
 		case $pmd,$args in
 		net_af_packet,*framecnt=*) ;;
 		net_af_packet,*) args="$args,framecnt=4096" ;;
+		net_af_xdp,*busy_budget=*) ;;
+		net_af_xdp,*) args="$args,busy_budget=0" ;;
 		esac
 		"$DP_BIN" ${DP_LCORES:--l 0,1} --no-huge --no-shconf -m 1024 --no-pci \
 			--file-prefix "tally-e2e-$$" --log-level 'pmd.*:error' \
@@ -111,6 +116,8 @@ dp_start_at() {
 	case $pmd,$args in
 	net_af_packet,*framecnt=*) ;;
 	net_af_packet,*) args="$args,framecnt=4096" ;;
+	net_af_xdp,*busy_budget=*) ;;
+	net_af_xdp,*) args="$args,busy_budget=0" ;;
 	esac
 	# Up to three tries: the af_packet PMD names its fanout group after
 	# its pid, and a group of the same number on another port (another
