@@ -170,7 +170,6 @@ int tally_dp_lcore_main(void *arg);
 uint16_t tally_dp_lcore_poll(struct tally_dp_lcore *lc);
 
 /* idle.c: the idle back-off of a worker lcore (--idle-us, --idle-wait). */
-int tally_dp_idle_find_socket(void);
 int tally_dp_idle_init(struct tally_dp *dp, int want_socket);
 void tally_dp_idle(struct tally_dp *dp, struct tally_dp_lcore *lc,
 	unsigned int *idle);

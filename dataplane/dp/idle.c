@@ -62,8 +62,8 @@ is_port_socket(int fd)
  * number, -ENOENT when there is none, -EEXIST when there are several
  * (which would be whose?). Called once the port has started.
  */
-int
-tally_dp_idle_find_socket(void)
+static int
+find_port_socket(void)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -105,7 +105,7 @@ tally_dp_idle_init(struct tally_dp *dp, int want_socket)
 		return -ENOTSUP;
 	if (dp->nworkers != 1 || dp->nb_rxq != 1)
 		return -EXDEV;
-	fd = tally_dp_idle_find_socket();
+	fd = find_port_socket();
 	if (fd >= 0)
 		dp->lcores[0].idle_fd = fd;
 	return fd;
