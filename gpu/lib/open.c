@@ -467,6 +467,10 @@ ctx_from_params(const struct tally_rdv_msg *p, struct tally_ctx_opts *o,
 	o->codec = p->codec[0] != '\0' ? p->codec : NULL;
 	o->token = 0;		/* the wire token comes with "ready" */
 	o->auth = NULL;		/* so do an authenticated job's keys */
+	if (p->tier_world == 0 && world > TALLY_MAX_WORKERS)
+		return tally_ctx_open_fail(-EPROTO, "tallyd answered a join "
+			"of world %u as a flat job (at most %u ranks), not a "
+			"two-tier tree", world, TALLY_MAX_WORKERS);
 	o->rank = (uint8_t)rank;
 	o->world = (uint8_t)world;
 	if (p->tier_world != 0 && (rc = tier_from_params(p, o)) != 0)

@@ -33,6 +33,7 @@
 
 static int lfd;
 static int ring_params;			/* the script: fallback params */
+static int flat_params;			/* the script: params without a tier */
 static struct tally_rdv_msg join;	/* what the server got */
 
 static void
@@ -81,6 +82,8 @@ serve(void *arg)
 			p.dp_port = 47474;
 			p.dp_nports = 1;
 		}
+		if (flat_params)
+			p.tier_rank = p.tier_world = p.scale_world = 0;
 		send_m(fd, &p);
 		if (recv_m(fd, &m) == 0 && m.op == TALLY_RDV_MEMBER)
 			send_m(fd, &(struct tally_rdv_msg){ .op =
@@ -160,6 +163,22 @@ ring_refused(void **state)
 	assert_null(ctx);
 }
 
+/* A world past 64 answered as a flat job (no tier): refused, not cut
+ * to 8 bits. */
+static void
+flat_refused(void **state)
+{
+	struct tally_ctx *ctx = NULL;
+
+	(void)state;
+	ring_params = 0;
+	flat_params = 1;
+	assert_int_equal(run("", &ctx), -EPROTO);
+	flat_params = 0;
+	assert_null(ctx);
+	assert_non_null(strstr(tally_ctx_error(NULL), "flat job"));
+}
+
 int
 main(void)
 {
@@ -167,6 +186,7 @@ main(void)
 		cmocka_unit_test(placed),
 		cmocka_unit_test(xdp_refused),
 		cmocka_unit_test(ring_refused),
+		cmocka_unit_test(flat_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
