@@ -346,24 +346,36 @@ tail(const uint8_t *p, uint32_t len, uint32_t c)
 		c = (c >> 8) ^ tab8[(c ^ *p++) & 0xff];
 	return c;
 }
+
+/*
+ * The CRC register after the len (at least 16) bytes at p from register
+ * crc (not inverted either way), the first 64 taken ORed with or64 (as
+ * fold4()): the one place that picks the fold for a length and the path
+ * (fold16() from 256 bytes on FOLD_AVX512, fold4() from 64, fold_short()
+ * below), then tail() for the last len % 16 bytes. or64 must be or_none
+ * under 64 bytes (fold_short() takes the bytes as they are). Borrows p.
+ */
+static uint32_t
+fold_any(const uint8_t *p, uint32_t len, uint32_t crc, const uint8_t *or64)
+{
+	uint32_t n = len & ~15u, c;
+
+	if (fold_path == FOLD_AVX512 && n >= 256)
+		c = fold16(p, n, crc, or64);
+	else if (n >= 64)
+		c = fold4(p, n, crc, or64);
+	else
+		c = fold_short(p, n, crc);
+	return tail(p + n, len - n, c);
+}
 #endif
 
 uint32_t
 tally_crc32(const void *p, uint32_t len)
 {
 #if defined(RTE_ARCH_X86_64)
-	if (fold_path != FOLD_NONE && len >= 16) {
-		const uint8_t *b = p;
-		uint32_t n = len & ~15u, c;
-
-		if (fold_path == FOLD_AVX512 && n >= 256)
-			c = fold16(b, n, 0xffffffffu, or_none);
-		else if (n >= 64)
-			c = fold4(b, n, 0xffffffffu, or_none);
-		else
-			c = fold_short(b, n, 0xffffffffu);
-		return ~tail(b + n, len - n, c);
-	}
+	if (fold_path != FOLD_NONE && len >= 16)
+		return ~fold_any(p, len, 0xffffffffu, or_none);
 #endif
 	return rte_net_crc_calc(p, len, RTE_NET_CRC32_ETH);
 }
@@ -471,29 +483,11 @@ tally_icrc_init(void)
 }
 
 /*
- * The ICRC of an IPv4 header without options, by a fold that ORs the
- * masked fields into its first 64 bytes in registers (icrc_or): nothing
- * is written, so no load waits on a store (the masking in place cost a
- * failed store forward on the fold's first 64-byte load), and nothing is
- * put back. len (from the LRH's place) at least 64. Borrows lrh.
- */
-#if defined(RTE_ARCH_X86_64)
-static uint32_t
-icrc_folded(const uint8_t *lrh, uint32_t len)
-{
-	uint32_t n = len & ~15u, c;
-
-	if (fold_path == FOLD_AVX512 && n >= 256)
-		c = fold16(lrh, n, 0xffffffffu, icrc_or);
-	else
-		c = fold4(lrh, n, 0xffffffffu, icrc_or);
-	return ~tail(lrh + n, len - n, c);
-}
-#endif
-
-/*
  * Borrows ip. An IPv4 header without options under tally's folding
- * reads the frame only (icrc_folded()); otherwise the masked fields are
+ * reads the frame only: fold_any() ORs the masked fields into its first
+ * 64 bytes in registers (icrc_or), so no load waits on a store (the
+ * masking in place cost a failed store forward on the fold's first
+ * 64-byte load) and nothing is put back; otherwise the masked fields are
  * written in place, with the 8 bytes before ip, and put back before
  * returning: a lcore that owns the frame alone may do this.
  */
@@ -508,7 +502,8 @@ tally_icrc_ipv4(uint8_t *ip, uint32_t ip_len)
 #if defined(RTE_ARCH_X86_64)
 	if (likely(hlen == 20 && fold_path != FOLD_NONE &&
 			ip_len >= 64 - TALLY_ICRC_LRH_LEN + 4))
-		return icrc_folded(lrh, TALLY_ICRC_LRH_LEN + ip_len - 4);
+		return ~fold_any(lrh, TALLY_ICRC_LRH_LEN + ip_len - 4,
+			0xffffffffu, icrc_or);
 #endif
 	tos = ip[1];
 	ttl = ip[8];
