@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "batch.h"
 #include "ctx.h"
 
 #define DRAIN_BURSTS	64	/* most bursts read before a retransmission */
@@ -707,6 +708,29 @@ bundles(struct run *run)
 	return 0;
 }
 
+/*
+ * With every slot in flight, sleeps a while before reading
+ * (tally_batch_wait_ns(), batch.h), so that a wake-up takes a batch of
+ * results. Returns whether it slept.
+ */
+static int
+batch_wait(struct run *run, uint64_t now, uint64_t limit)
+{
+	struct tally_ctx *ctx = run->ctx;
+	uint64_t d = tally_batch_wait_ns(ctx->retx.srtt_us,
+		run->started - run->done, ctx->window,
+		run->started < run->nchunks, now, limit);
+	struct timespec ts = {
+		.tv_sec = (time_t)(d / 1000000000u),
+		.tv_nsec = (long)(d % 1000000000u),
+	};
+
+	if (d == 0)
+		return 0;
+	(void)nanosleep(&ts, NULL);	/* EINTR: read the sooner */
+	return 1;
+}
+
 /* Sends r's chunks through the slots until every one is answered. */
 static int
 run_chunks(struct run *run)
@@ -738,6 +762,8 @@ run_chunks(struct run *run)
 				retransmit(run, tally_lib_now_ns());
 			continue;
 		}
+		if (batch_wait(run, now, next < until ? next : until))
+			now = tally_lib_now_ns();
 		receive(run, now, next < until ? next : until);
 		flush(run);
 	}
