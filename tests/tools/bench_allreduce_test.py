@@ -54,13 +54,62 @@ def usage_errors():
                  ["--op", "reduce_scatter", "--systems", "tally,mpi"],
                  ["--op", "allgather", "--systems", "tally-q8"],
                  ["--op", "allgather", "--dtype", "bf16"],
-                 ["--idle-wait", "nap"], ["--idle-wait"]):
+                 ["--idle-wait", "nap"], ["--idle-wait"],
+                 # Multicast results: 16-bit lanes need a 16-bit type;
+                 # no codec row has a -mcast form; f32 only off
+                 # allreduce; MPI refused with 16-bit types.
+                 ["--dry-run", "--systems", "tally-l16-mcast"],
+                 ["--dry-run", "--dtype", "bf16", "--systems",
+                  "tally-q8-mcast"],
+                 ["--dry-run", "--dtype", "f16", "--systems",
+                  "tally-mcast,mpi"],
+                 ["--dry-run", "--dtype", "bf16", "--op", "broadcast",
+                  "--systems", "tally-mcast"],
+                 ["--dry-run", "--op", "reduce_scatter", "--systems",
+                  "tally-mcast"],
+                 ["--dry-run", "--dtype", "bf16", "--systems",
+                  "tally-l16-mcast-mcast"]):
         rc, _, err = run([drv] + args)
         ok(rc == 2 and "usage:" in err,
            f"bench-allreduce {' '.join(args)}: exit 2 with usage (got {rc})")
     rc, out, _ = run([drv, "--help"])
     ok(rc == 0 and "--sizes LIST" in out and "--reps N" in out,
        "bench-allreduce --help: exit 0, usage with --sizes and --reps")
+
+
+def dry_runs():
+    """--dry-run: no root, nothing set up; each tally system's job as
+    run_tally would add it. bf16 and f16 take tally-mcast (32-bit lanes,
+    352 i32 a 1500-byte packet) and tally-l16-mcast (16-bit lanes: twice
+    the elements, i16 the only encoding), each with the results to the
+    group; the rows without -mcast have no group."""
+    drv = os.path.join(TOP, "tools/bench-allreduce")
+    group = ", results to group 239.77.0.9"
+    l16 = ("codec fixp (narrow sums), 704 elements a packet, window 64, "
+           'encodings ["i16"], tally-bench --lanes 16')
+    for dt in ("bf16", "f16"):
+        rc, out, err = run([drv, "--dry-run", "--dtype", dt, "--systems",
+                            "tally,tally-mcast,tally-l16,tally-l16-mcast,"
+                            "gloo"])
+        lines = out.splitlines()
+        want = ["tally: codec fixp, 352 elements a packet, window 64",
+                "tally-mcast: codec fixp, 352 elements a packet, window "
+                "64" + group,
+                "tally-l16: " + l16, "tally-l16-mcast: " + l16 + group,
+                "gloo: no tally-dp"]
+        ok(rc == 0 and lines[1:] == want and f"dtype {dt}" in lines[0],
+           f"bench-allreduce --dry-run --dtype {dt}: the four tally rows' "
+           f"jobs (rc {rc}; {lines}; {err.strip()})")
+    rc, out, _ = run([drv, "--dry-run", "--systems", "tally-mcast,mpi"])
+    ok(rc == 0 and "tally-mcast: codec fixp, 352 elements a packet, "
+       "window 64" + group in out, f"bench-allreduce --dry-run f32 "
+       f"tally-mcast as before (rc {rc}; {out})")
+    rc, out, _ = run([drv, "--dry-run", "--dtype", "bf16", "--mtu", "9000",
+                      "--systems", "tally-l16-mcast"])
+    ok(rc == 0 and "tally-l16-mcast: codec fixp (narrow sums), 4448 "
+       "elements a packet, window 32" in out,
+       f"bench-allreduce --dry-run --mtu 9000: 16-bit lanes twice 2224 "
+       f"(rc {rc}; {out})")
 
 
 def put(d, system, size, rep, r, busy=2):
@@ -308,6 +357,27 @@ def report_bf16():
               "not met"):
         ok(w in out, f"report bf16: '{w}'")
     ok("CPU s/GiB <= gloo's" not in out, "report bf16: no f32 verdicts")
+    # The -mcast rows, judged as their lanes are: tally-mcast 0.045 ->
+    # 1.33x (1.4x: not met), tally-l16-mcast 0.022 -> 2.73x (2.5x: met).
+    r = tally([0.045], [0.01], [0.004], [[3, 4]])
+    r.update(system="tally-mcast", group="239.77.0.9")
+    put(d, "tally-mcast", four, 1, r)
+    r = tally([0.022], [0.01], [0.004], [[3, 4]])
+    r.update(system="tally-l16-mcast", narrow=True, elems=704,
+             group="239.77.0.9")
+    put(d, "tally-l16-mcast", four, 1, r)
+    argv[argv.index("tally,tally-l16,gloo")] = \
+        "tally,tally-mcast,tally-l16,tally-l16-mcast,gloo"
+    rc, out, err = run(argv)
+    for w in ("4 MiB: tally-mcast vs gloo by median: 1.33x (target 1.4x): "
+              "not met",
+              "4 MiB: tally-l16-mcast vs gloo by median: 2.73x (target "
+              "2.5x): met",
+              "tally-l16-mcast: tally-dp on net_af_xdp, idle back-off 50 "
+              "us; codec fixp (narrow sums), 704 elements a packet, window "
+              "64; results to multicast group 239.77.0.9"):
+        ok(rc == 0 and w in out, f"report bf16 -mcast rows: '{w}' (rc {rc}; "
+           f"{err.strip()})")
 
 
 def report_op():
@@ -358,6 +428,7 @@ def report_op_q8():
 
 def main():
     usage_errors()
+    dry_runs()
     report()
     report_bf16()
     report_op()

@@ -151,12 +151,15 @@ def judge_xdp(here, size):
 def judge16(here, size):
     """Issue 17's targets for 16-bit tensors, against gloo's allreduce of
     the tensor upcast to f32 by median, from 4 MiB: tally (32-bit lanes)
-    1.4x (bound 1.5x), tally-l16 (16-bit lanes) 2.5x (bound 3x)."""
+    1.4x (bound 1.5x), tally-l16 (16-bit lanes) 2.5x (bound 3x); the
+    same rows with their results to a multicast group (tally-mcast,
+    tally-l16-mcast) judged as their lanes are."""
     gloo = next((c for c in here if c["system"] == "gloo"), None)
     if gloo is None or "median_s" not in gloo or size < 4 << 20:
         return []
     out = []
-    for name, t in (("tally", 1.4), ("tally-l16", 2.5)):
+    for name, t in (("tally", 1.4), ("tally-mcast", 1.4),
+                    ("tally-l16", 2.5), ("tally-l16-mcast", 2.5)):
         c = next((c for c in here if c["system"] == name), None)
         if c is None:
             continue
