@@ -378,6 +378,12 @@ def report_bf16():
               "64; results to multicast group 239.77.0.9"):
         ok(rc == 0 and w in out, f"report bf16 -mcast rows: '{w}' (rc {rc}; "
            f"{err.strip()})")
+    # The system column fits the longest name: the medians line up.
+    hdr = next((ln for ln in out.splitlines() if "median s" in ln), "")
+    row = next((ln for ln in out.splitlines()
+                if "tally-l16-mcast " in ln and "0.022" in ln), "")
+    ok(hdr and row and hdr.index("median s") + 8 == row.index("0.022") + 5,
+       f"report bf16: tally-l16-mcast's row lines up ({hdr!r}, {row!r})")
 
 
 def report_op():

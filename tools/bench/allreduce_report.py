@@ -360,7 +360,8 @@ def print_loss(a, cells, verdicts):
     print()
     print(f"loss mode: {a.loss}% of tally's UDP frames dropped both ways "
           f"at every worker's link in the +loss rows")
-    hdr = (f"{'size':<9} {'system':<14} {'median s':>9} {'ratio':>6} "
+    w = sys_width(cells)
+    hdr = (f"{'size':<9} {'system':<{w}} {'median s':>9} {'ratio':>6} "
            f"{'retx %':>6} {'spur %':>6} {'rack':>6} {'probes':>6} "
            f"{'rto':>5} {'gap':>5} {'dups':>6} {'served':>6}")
     print(hdr)
@@ -374,10 +375,10 @@ def print_loss(a, cells, verdicts):
         size = mib(c["size"]) if c["size"] != last else ""
         last = c["size"]
         if "median_s" not in c:
-            print(f"{size:<9} {c['system']:<14} FAILED: {c['error']}")
+            print(f"{size:<9} {c['system']:<{w}} FAILED: {c['error']}")
             continue
         r = ratio.get((c["size"], c["system"]))
-        print(f"{size:<9} {c['system']:<14} {c['median_s']:9.3f} "
+        print(f"{size:<9} {c['system']:<{w}} {c['median_s']:9.3f} "
               + (f"{r:5.2f}x" if r is not None else f"{'-':>6}") + " "
               + fmt(c.get("retransmit_pct"), ".2f", 6) + " "
               + fmt(c.get("spurious_pct"), ".2f", 6) + " "
@@ -406,8 +407,15 @@ def mib(size):
     return f"{size / 2**20:g} MiB"
 
 
+def sys_width(cells):
+    """The system column's width: 14, or the longest name's
+    (tally-l16-mcast)."""
+    return max([14] + [len(c["system"]) for c in cells])
+
+
 def print_table(a, cells):
-    hdr = (f"{'size':<9} {'system':<14} {'median s':>9} {'best s':>8} "
+    w = sys_width(cells)
+    hdr = (f"{'size':<9} {'system':<{w}} {'median s':>9} {'best s':>8} "
            f"{'vs peer':>7} {'retx %':>6} {'CPU s/GiB':>9} "
            f"{'tally-dp':>8} {'idle %':>6}")
     print(hdr)
@@ -417,10 +425,10 @@ def print_table(a, cells):
         size = mib(c["size"]) if c["size"] != last else ""
         last = c["size"]
         if "median_s" not in c:
-            print(f"{size:<9} {c['system']:<14} FAILED: {c['error']}")
+            print(f"{size:<9} {c['system']:<{w}} FAILED: {c['error']}")
             continue
         vs = c.get("vs_fastest_peer")
-        print(f"{size:<9} {c['system']:<14} {c['median_s']:9.3f} "
+        print(f"{size:<9} {c['system']:<{w}} {c['median_s']:9.3f} "
               f"{c['best_s']:8.3f} "
               + (f"{vs:6.2f}x" if vs is not None else f"{'-':>7}") + " "
               + fmt(c.get("retransmit_pct"), ".2f", 6) + " "
