@@ -21,6 +21,8 @@ void tally_fixp16_enc16_avx2(int f16, const uint16_t *x, int16_t *q,
 	size_t n, float s1, float s2);
 void tally_fixp16_dec32_avx2(int f16, const int32_t *q, uint16_t *x,
 	size_t n, int e);
+uint16_t tally_fixp16_absmax_avx2(const uint16_t *x, size_t n,
+	uint16_t inf);
 void tally_fixp16_dec16_avx2(int f16, const int16_t *q, uint16_t *x,
 	size_t n, int e);
 #else

@@ -13,7 +13,9 @@
  * finite value gives +-inf); below the smallest normal 2^emin, adding
  * M = 2^(emin - p + 53) rounds at the type's subnormal step (one IEEE
  * rounding, to nearest even) and the bits of the sum less M's are the
- * result's. The tests compare the two for every 16-bit pattern.
+ * result's. 16-bit sums take a shorter road where the exponent allows:
+ * through binary32, exact for them, and one rounding (dec8_f32()). The
+ * tests compare the two for every 16-bit pattern.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -85,6 +87,43 @@ tally_fixp16_enc16_avx2(int f16, const uint16_t *x, int16_t *q, size_t n,
 	for (; i < n; i++)
 		q[i] = tally_fixp16_enc16(f16 ? tally_fixp16_f16_f32(x[i]) :
 			tally_fixp16_bf16_f32(x[i]), s1, s2);
+}
+
+/*
+ * The largest of n elements' magnitude bits, NaN as 0 (what
+ * fixp16_math.h's tally_fixp16_abs_bits() gives, maxed), sixteen a step:
+ * the magnitudes are below 2^15, so the signed 16-bit compare and max
+ * order them as unsigned would. inf: the type's infinity bits.
+ */
+TGT uint16_t
+tally_fixp16_absmax_avx2(const uint16_t *x, size_t n, uint16_t inf)
+{
+	__m256i mag = _mm256_set1_epi16(0x7fff), lim = _mm256_set1_epi16(
+		(short)inf), m = _mm256_setzero_si256();
+	__m128i h;
+	uint16_t r;
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		__m256i a = _mm256_and_si256(_mm256_loadu_si256(
+			(const __m256i *)(const void *)(x + i)), mag);
+
+		/* NaNs (above inf) count as 0. */
+		a = _mm256_andnot_si256(_mm256_cmpgt_epi16(a, lim), a);
+		m = _mm256_max_epi16(m, a);
+	}
+	h = _mm_max_epi16(_mm256_castsi256_si128(m),
+		_mm256_extracti128_si256(m, 1));
+	h = _mm_max_epi16(h, _mm_srli_si128(h, 8));
+	h = _mm_max_epi16(h, _mm_srli_si128(h, 4));
+	h = _mm_max_epi16(h, _mm_srli_si128(h, 2));
+	r = (uint16_t)_mm_extract_epi16(h, 0);
+	for (; i < n; i++) {
+		uint16_t a = tally_fixp16_abs_bits(x[i], inf);
+
+		r = a > r ? a : r;
+	}
+	return r;
 }
 
 /* The constants of decoding for one type and exponent. */
@@ -186,6 +225,38 @@ tally_fixp16_dec32_avx2(int f16, const int32_t *q, uint16_t *x, size_t n,
 		x[i] = tally_fixp16_dec1(q[i], e, k.f);
 }
 
+/*
+ * Eight 16-bit sums (in int32s) to eight results, through binary32: a
+ * sum of at most 16 significant bits times 2^-e (a normal float) is
+ * exact, or at least 2^128, which is past both types' largest finite
+ * and gives inf as rounding would. The one rounding is then bf16's half
+ * to even on the float's bits (a carry runs into the exponent; results
+ * are normal, e being at most DEC16_F32_EMAX), or F16C's conversion to
+ * nearest even.
+ */
+TGT static inline __m128i
+dec8_f32(int f16, __m256i s, __m256 scale)
+{
+	__m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(s), scale);
+	__m256i b = _mm256_castps_si256(v), lsb;
+
+	if (f16)
+		return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+			_MM_FROUND_NO_EXC);
+	lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+	b = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(lsb,
+		_mm256_set1_epi32(0x7fff))), 16);
+	return _mm_packus_epi32(_mm256_castsi256_si128(b),
+		_mm256_extracti128_si256(b, 1));
+}
+
+/*
+ * The largest exponent dec8_f32() takes: the smallest nonzero result,
+ * 2^-e, stays a normal float (16 below 2^-126 to spare), so subnormals,
+ * and flush-to-zero modes, never meet it.
+ */
+#define DEC16_F32_EMAX	110
+
 TGT void
 tally_fixp16_dec16_avx2(int f16, const int16_t *q, uint16_t *x, size_t n,
 	int e)
@@ -193,6 +264,17 @@ tally_fixp16_dec16_avx2(int f16, const int16_t *q, uint16_t *x, size_t n,
 	struct dec_k k;
 	size_t i = 0;
 
+	if (e >= -126 && e <= DEC16_F32_EMAX) {
+		/* 2^-e, a normal float (-126: TALLY_FIXP_EXP_MIN). */
+		__m256 sc = _mm256_castsi256_ps(_mm256_set1_epi32((127 - e) <<
+			23));
+
+		/* Each step reads its eight sums before writing: x may be q. */
+		for (; i + 8 <= n; i += 8)
+			_mm_storeu_si128((__m128i *)(void *)(x + i), dec8_f32(f16,
+				_mm256_cvtepi16_epi32(_mm_loadu_si128(
+				(const __m128i *)(const void *)(q + i))), sc));
+	}
 	dec_k_init(&k, f16, e);
 	/* Each step reads its eight sums before writing: x may be q. */
 	for (; i + 8 <= n; i += 8)
