@@ -6,8 +6,9 @@
  * else that half says it skips), which must give the same bits:
  * - widening: every bf16 and f16 pattern (normals, subnormals, zeros of
  *   both signs, largest finite, infinities, NaNs);
- * - absmax over every pattern class, and its vectorized loop at least
- *   twice as fast as the scalar one;
+ * - absmax over every pattern class, on both paths (their speeds are
+ *   printed, not checked: timed checks have no place in unit tests on
+ *   a shared machine; docs/codecs/fixp16.md has the figures);
  * - encoding every pattern at exponents across the whole range, to i32
  *   and i16 lanes (NaN 0, saturation, ties to even);
  * - decoding sums at every exponent: the nearest value of the type by
@@ -530,9 +531,9 @@ now_s(void)
  * checked: the machine is shared), after checking they agree there.
  */
 /*
- * absmax's speed on each path, best of three passes over n elements: the
- * vectorized one at least twice the scalar one's (it is about ten times
- * as fast: the scalar loop is not vectorized by the compiler).
+ * absmax's speed on each path, best of three passes over n elements,
+ * printed (the vectorized one is about ten times as fast: the compiler
+ * does not vectorize the scalar loop); both must give the same maximum.
  */
 static void
 absmax_speed(const uint16_t *x, size_t n)
@@ -554,7 +555,6 @@ absmax_speed(const uint16_t *x, size_t n)
 	}
 	if (tally_fixp16_simd(1)) {
 		assert_true(a[0] == a[1]);
-		assert_true(best[1] * 2 <= best[0]);
 	}
 }
 
