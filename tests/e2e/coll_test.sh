@@ -3,18 +3,19 @@
 #
 # Reduce-scatter, all-gather and broadcast through the real tally-dp and
 # tallyd (docs/protocol.md, "Collectives"): workers (tests/e2e/
-# collworker) join jobs through tally:// and run every op, f32 and i32,
-# and reduce-scatter of bf16, sizes 0, 1, 257 and the prime 10007 a
-# rank, in worlds of 1, 2, 4 and 7; each checks its result bit for bit against a reference made from
-# every rank's data, and the ranks' digests agree. Reduce-scatter
-# through a q8 and a q4 job's codec (against a model from
+# collworker) join jobs through tally:// and run every op, f32, i32,
+# bf16 and f16, sizes 0, 1, 257 and the prime 10007 a rank, in worlds
+# of 1, 2, 4 and 7; each checks its result bit for bit against a
+# reference made from every rank's data, and the ranks' digests agree.
+# Reduce-scatter through a q8 and a q4 job's codec (against a model from
 # <tally/quant.h>) and the lossy q8 all-gather (within its bound, the
-# same bits everywhere). Then 64 MiB a rank
-# (reduce-scatter's send, all-gather's receive) in a world of 4, and a
+# same bits everywhere). Then 64 MiB a rank (reduce-scatter's send,
+# all-gather's receive; f32, i32 and bf16) in a world of 4, and a
 # member killed mid-call: every other one returns an error, no hang.
 # With the argument "loss" (meson test coll_loss): the same ops in a
-# world of 4 with 1 % of the packets lost each way (nftables), 64 MiB
-# included, the losses served again from the stored results.
+# world of 4 with 1 % of the packets lost each way (nftables), the
+# 16-bit types and 64 MiB included, the losses served again from the
+# stored results.
 MODE=${1:-plain}
 if [ "$MODE" = loss ]; then
 	TESTBED_OPTS="-n 4 --host --loss-up 1 --loss-down 1"
@@ -77,6 +78,8 @@ ok $? "tallyd starts"
 if [ "$MODE" = loss ]; then
 	T=$(job l4 4)
 	timed small coll_all l4 "$T" 4 loss-small --iters 2
+	timed "small 16-bit" coll_all l4 "$T" 4 loss-small16 \
+		--types bf16,f16
 	timed 64MiB coll_all l4 "$T" 4 loss-64MiB --ops rs,ag \
 		--types f32 --sizes 4194304 --timeout-ms 20000
 	T=$(job lq8 4 --codec q8,seed=3 --narrow)
@@ -93,12 +96,14 @@ fi
 for w in 1 2 4 7; do
 	T=$(job "w$w" "$w")
 	timed "world $w" coll_all "w$w" "$T" "$w" "world$w"
-	timed "world $w bf16" coll_all "w$w" "$T" "$w" "world$w-bf16" \
-		--ops rs --types bf16
+	timed "world $w 16-bit" coll_all "w$w" "$T" "$w" "world$w-16" \
+		--types bf16,f16
 done
 T=$(job big 4)
 timed 64MiB coll_all big "$T" 4 big --ops rs,ag --types f32,i32 \
 	--sizes 4194304 --timeout-ms 20000
+timed "64MiB bf16" coll_all big "$T" 4 big16 --ops rs,ag --types bf16 \
+	--sizes 8388608 --timeout-ms 20000
 timed "64MiB broadcast" coll_all big "$T" 4 big-bc --ops bc --types f32 \
 	--sizes 16777216 --timeout-ms 20000
 # The codecs (docs/collectives.md, "Codecs"): reduce-scatter through a

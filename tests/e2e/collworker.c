@@ -7,16 +7,17 @@
  * can make for every other. It checks its own result of each call bit
  * for bit against a reference computed here from all ranks' data
  * (reduce-scatter: its shard of the wrapping i32 sums or of the
- * shared-scale fixed-point f32 sums, or of the bf16 fixed-point sums
- * rounded once, in the lanes the context takes; all-gather: the ranks' bytes in
- * rank order; broadcast: the root's), and prints a digest of the
+ * shared-scale fixed-point f32 sums, or of the bf16 or f16 fixed-point
+ * sums rounded once, in the lanes the context takes; all-gather: the
+ * ranks' bytes in rank order; broadcast: the root's; for every type,
+ * 16-bit ones included), and prints a digest of the
  * results that every rank shares (all-gather's and broadcast's, and the
  * reference sums of reduce-scatter), so that the script can compare
  * ranks.
  *
  * collworker --url URL --token-file F --rank R --world W [--ops rs,ag,bc]
- *   [--types f32,i32,bf16,q (bf16: rs only; q: rs through the job's
- *   q16/q8/q4 codec, ag with the lossy q8 codec)] [--sizes N,...] [--iters K]
+ *   [--types f32,i32,bf16,f16,q (q: rs through the job's q16/q8/q4
+ *   codec, ag with the lossy q8 codec)] [--sizes N,...] [--iters K]
  *   [--seed S] [--timeout-ms T]
  * Exit: 0 every result right, 2 a result wrong, 3 a call failed (the
  * error on stderr), 1 bad usage or no join.
@@ -124,11 +125,12 @@ rs_ref(const struct opts *o, int f32, unsigned int k, size_t count,
 }
 
 /*
- * Rank r's n bf16 elements for call k: a few binades around 1, zeros
- * and NaNs (which count as 0).
+ * Rank r's n bf16 (f16 when f16) elements for call k: ten binades up to
+ * 1, zeros and NaNs (which count as 0).
  */
 static void
-gen16(uint64_t seed, unsigned int r, unsigned int k, size_t n, uint16_t *x)
+gen16(int f16, uint64_t seed, unsigned int r, unsigned int k, size_t n,
+	uint16_t *x)
 {
 	uint64_t s = mix(seed ^ (uint64_t)r << 48 ^ (uint64_t)k << 32 ^ 16);
 
@@ -136,60 +138,73 @@ gen16(uint64_t seed, unsigned int r, unsigned int k, size_t n, uint16_t *x)
 		uint64_t h = mix(s ^ i);
 
 		if (h % 61 == 0)
-			x[i] = 0x7fc1;
+			x[i] = f16 ? 0x7e01 : 0x7fc1;
 		else if (h % 53 == 0)
 			x[i] = 0;
+		else if (f16)
+			x[i] = (uint16_t)((h >> 63) << 15 |
+				(6 + (h >> 8) % 10) << 10 | (h >> 20 & 0x3ff));
 		else
 			x[i] = (uint16_t)((h >> 63) << 15 |
 				(118 + (h >> 8) % 10) << 7 | (h >> 20 & 0x7f));
 	}
 }
 
+/* The name of dt, for messages. */
+static const char *
+dt_name(enum tally_dtype dt)
+{
+	return dt == TALLY_DT_F32 ? "f32" : dt == TALLY_DT_I32 ? "i32" :
+		dt == TALLY_DT_BF16 ? "bf16" : "f16";
+}
+
 /*
- * A bf16 reduce-scatter, call k, count elements a rank: its shard
- * against the fixed-point sums of every rank's data (the exponent from
- * the largest |x| of all, in the context's lanes) rounded once; the
+ * A bf16 or f16 (dt) reduce-scatter, call k, count elements a rank: its
+ * shard against the fixed-point sums of every rank's data (the exponent
+ * from the largest |x| of all, in the context's lanes) rounded once; the
  * digest takes the whole reference. Returns 0, 2 or 3.
  */
 static int
-one16(struct tally_ctx *ctx, const struct opts *o, unsigned int k,
-	size_t count)
+one16(struct tally_ctx *ctx, const struct opts *o, enum tally_dtype dt,
+	unsigned int k, size_t count)
 {
 	size_t n = count * o->world;
 	uint16_t *x = malloc(n * 2 + 2), *recv = calloc(count + 1, 2);
 	uint16_t *ref = malloc(n * 2 + 2);
 	int32_t *q = malloc(n * 4 + 4), *sum = calloc(n + 1, 4);
 	struct tally_ctx_info info;
+	int f16 = dt == TALLY_DT_F16, e, rc;
+	unsigned int lanes;
 	float m = 0.0f;
-	int e, rc;
 
 	tally_ctx_info(ctx, &info);
-	gen16(o->seed, o->rank, k, n, x);
-	rc = tally_reduce_scatter(ctx, x, recv, count, TALLY_DT_BF16);
+	lanes = f16 ? info.lanes_f16 : info.lanes_bf16;
+	gen16(f16, o->seed, o->rank, k, n, x);
+	rc = tally_reduce_scatter(ctx, x, recv, count, dt);
 	for (unsigned int r = 0; r < o->world; r++) {
-		gen16(o->seed, r, k, n, x);
-		if (tally_fixp16_absmax(TALLY_DT_BF16, x, n) > m)
-			m = tally_fixp16_absmax(TALLY_DT_BF16, x, n);
+		gen16(f16, o->seed, r, k, n, x);
+		if (tally_fixp16_absmax(dt, x, n) > m)
+			m = tally_fixp16_absmax(dt, x, n);
 	}
-	if (tally_fixp16_exponent(m, o->world, info.lanes_bf16, info.narrow,
-			&e) != 0)
+	if (tally_fixp16_exponent(m, o->world, lanes, info.narrow, &e) != 0)
 		abort();
 	for (unsigned int r = 0; r < o->world; r++) {
-		gen16(o->seed, r, k, n, x);
-		tally_fixp16_encode(TALLY_DT_BF16, x, q, 32, n, e);
+		gen16(f16, o->seed, r, k, n, x);
+		tally_fixp16_encode(dt, x, q, 32, n, e);
 		for (size_t i = 0; i < n; i++)
 			sum[i] += q[i];
 	}
-	tally_fixp16_decode(TALLY_DT_BF16, sum, 32, ref, n, e);
+	tally_fixp16_decode(dt, sum, 32, ref, n, e);
 	fnv(ref, n * 2);
 	if (rc != 0) {
-		fprintf(stderr, "rank %u call %u (rs bf16, %zu): %d: %s\n",
-			o->rank, k, count, rc, tally_ctx_error(ctx));
+		fprintf(stderr, "rank %u call %u (rs %s, %zu): %d: %s\n",
+			o->rank, k, dt_name(dt), count, rc,
+			tally_ctx_error(ctx));
 		rc = 3;
 	} else if (memcmp(recv, ref + count * o->rank, count * 2) != 0) {
-		fprintf(stderr, "rank %u call %u (rs bf16, %zu, lanes %u): "
+		fprintf(stderr, "rank %u call %u (rs %s, %zu, lanes %u): "
 			"result differs from the reference\n", o->rank, k,
-			count, info.lanes_bf16);
+			dt_name(dt), count, lanes);
 		rc = 2;
 	}
 	free(x);
@@ -316,18 +331,23 @@ one_q(struct tally_ctx *ctx, struct opts *o, const char *op, unsigned int k,
 }
 
 /*
- * Runs call k: op (rs, ag, bc) of type f32 or i32 with count elements a
- * rank. Returns 0, 2 (wrong result) or 3 (the call failed).
+ * Runs call k: op (rs, ag, bc) of type dt with count elements a rank;
+ * reduce-scatter of f32 or i32 only (one16() sums the 16-bit types),
+ * all-gather and broadcast of any type (their bytes move as they are:
+ * any bits, NaN payloads included). Returns 0, 2 (wrong result) or 3
+ * (the call failed).
  */
 static int
-one(struct tally_ctx *ctx, const struct opts *o, const char *op, int f32,
-	unsigned int k, size_t count)
+one(struct tally_ctx *ctx, const struct opts *o, const char *op,
+	enum tally_dtype dt, unsigned int k, size_t count)
 {
-	enum tally_dtype dt = f32 ? TALLY_DT_F32 : TALLY_DT_I32;
+	int f32 = dt == TALLY_DT_F32;
+	size_t es = dt == TALLY_DT_BF16 || dt == TALLY_DT_F16 ? 2 : 4;
 	size_t w = o->world, sn = op[0] == 'r' ? count * w : count;
 	size_t rn = op[0] == 'a' ? count * w : count;
 	uint32_t *send = malloc(sn * 4 + 4), *recv = calloc(rn + 1, 4);
 	uint32_t *ref = malloc((count * w + 1) * 4);
+	uint32_t *tmp = malloc(count * 4 + 4);
 	unsigned int root = k % o->world;
 	int rc;
 
@@ -339,30 +359,60 @@ one(struct tally_ctx *ctx, const struct opts *o, const char *op, int f32,
 		memmove(ref, ref + count * o->rank, count * 4);
 	} else if (op[0] == 'a') {
 		rc = tally_allgather(ctx, send, recv, count, dt);
-		for (unsigned int r = 0; r < o->world; r++)
-			gen(0, o->seed, r, k, count, ref + count * r);
-		fnv(recv, rn * 4);
+		for (unsigned int r = 0; r < o->world; r++) {
+			gen(0, o->seed, r, k, count, tmp);
+			memcpy((uint8_t *)ref + count * es * r, tmp,
+				count * es);
+		}
+		fnv(recv, rn * es);
 	} else {
-		memcpy(recv, send, count * 4);
+		memcpy(recv, send, count * es);
 		rc = tally_broadcast(ctx, recv, count, dt, root);
 		gen(0, o->seed, root, k, count, ref);
-		fnv(recv, rn * 4);
+		fnv(recv, rn * es);
 	}
 	if (rc != 0) {
 		fprintf(stderr, "rank %u call %u (%s %s, %zu): %d: %s\n",
-			o->rank, k, op, f32 ? "f32" : "i32", count, rc,
+			o->rank, k, op, dt_name(dt), count, rc,
 			tally_ctx_error(ctx));
 		rc = 3;
-	} else if (memcmp(recv, ref, rn * 4) != 0) {
+	} else if (memcmp(recv, ref, rn * es) != 0) {
 		fprintf(stderr, "rank %u call %u (%s %s, %zu): result differs "
-			"from the reference\n", o->rank, k, op,
-			f32 ? "f32" : "i32", count);
+			"from the reference\n", o->rank, k, op, dt_name(dt),
+			count);
 		rc = 2;
 	}
 	free(send);
 	free(recv);
 	free(ref);
+	free(tmp);
 	return rc;
+}
+
+/* The type named t (f32, i32, bf16, f16), or -1. */
+static int
+dt_of(const char *t)
+{
+	return strcmp(t, "f32") == 0 ? TALLY_DT_F32 :
+		strcmp(t, "i32") == 0 ? TALLY_DT_I32 :
+		strcmp(t, "bf16") == 0 ? TALLY_DT_BF16 :
+		strcmp(t, "f16") == 0 ? TALLY_DT_F16 : -1;
+}
+
+/* Call k: op of type t (as --types names it), count elements a rank. */
+static int
+one_of(struct tally_ctx *ctx, struct opts *o, const char *op, const char *t,
+	unsigned int k, size_t count)
+{
+	int dt = dt_of(t);
+
+	if (strcmp(t, "q") == 0)
+		return one_q(ctx, o, op, k, count);
+	if (dt < 0)
+		return 1;
+	if (op[0] == 'r' && (dt == TALLY_DT_BF16 || dt == TALLY_DT_F16))
+		return one16(ctx, o, (enum tally_dtype)dt, k, count);
+	return one(ctx, o, op, (enum tally_dtype)dt, k, count);
 }
 
 static int
@@ -419,13 +469,7 @@ run(struct tally_ctx *ctx, struct opts *o)
 						n != NULL;
 						n = strtok_r(NULL, ",", &sz)) {
 					size_t c = strtoull(n, NULL, 0);
-					int rc = strcmp(t, "q") == 0 ?
-						one_q(ctx, o, op, k++, c) :
-						strcmp(t, "bf16") != 0 ?
-						one(ctx, o, op,
-						strcmp(t, "f32") == 0, k++, c) :
-						op[0] == 'r' ?
-						one16(ctx, o, k++, c) : 1;
+					int rc = one_of(ctx, o, op, t, k++, c);
 
 					if (rc != 0)
 						return rc;
@@ -450,7 +494,7 @@ main(int argc, char **argv)
 	if (parse(argc, argv, &o) != 0) {
 		fprintf(stderr, "usage: collworker --url URL --token-file F "
 			"--rank R --world W [--ops rs,ag,bc] "
-			"[--types f32,i32,bf16,q (bf16: rs only; q: rs, ag)] "
+			"[--types f32,i32,bf16,f16,q (q: rs, ag)] "
 			"[--sizes N,...] [--iters K] [--seed S] "
 			"[--timeout-ms T]\n");
 		return 1;
