@@ -10,7 +10,7 @@
 # Reduce-scatter through a q8 and a q4 job's codec (against a model from
 # <tally/quant.h>) and the lossy q8 all-gather (within its bound, the
 # same bits everywhere). Then 64 MiB a rank (reduce-scatter's send,
-# all-gather's receive; f32, i32 and bf16) in a world of 4, and a
+# all-gather's receive, the broadcast; every type) in a world of 4, and a
 # member killed mid-call: every other one returns an error, no hang.
 # With the argument "loss" (meson test coll_loss): the same ops in a
 # world of 4 with 1 % of the packets lost each way (nftables), the
@@ -102,9 +102,11 @@ done
 T=$(job big 4)
 timed 64MiB coll_all big "$T" 4 big --ops rs,ag --types f32,i32 \
 	--sizes 4194304 --timeout-ms 20000
-timed "64MiB bf16" coll_all big "$T" 4 big16 --ops rs,ag --types bf16 \
-	--sizes 8388608 --timeout-ms 20000
-timed "64MiB broadcast" coll_all big "$T" 4 big-bc --ops bc --types f32 \
+timed "64MiB 16-bit" coll_all big "$T" 4 big16 --ops rs,ag \
+	--types bf16,f16 --sizes 8388608 --timeout-ms 20000
+timed "64MiB 16-bit broadcast" coll_all big "$T" 4 big16-bc --ops bc \
+	--types bf16,f16 --sizes 33554432 --timeout-ms 20000
+timed "64MiB broadcast" coll_all big "$T" 4 big-bc --ops bc --types f32,i32 \
 	--sizes 16777216 --timeout-ms 20000
 # The codecs (docs/collectives.md, "Codecs"): reduce-scatter through a
 # narrow q8 job's and a wide q4 job's codec, the lossy q8 all-gather.
