@@ -41,6 +41,18 @@ def run(argv, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
+def run_report(d, systems, seeds, *extra):
+    """Runs training_report.py over result directory d for systems and
+    seeds (comma-separated), 4 workers at 1 Gbit/s, MTU 1500, target 95 %;
+    returns (exit status, stdout, stderr)."""
+    return run([sys.executable,
+                os.path.join(TOP, "tools/bench/training_report.py"),
+                "--res", d, "--systems", systems, "--seeds", seeds,
+                "--workers", "4", "--rate", "1gbit", "--mtu", "1500",
+                "--target", "95", "--machine", "m", "--command", "c",
+                *extra])
+
+
 def usage_errors():
     drv = os.path.join(TOP, "tools/bench-training")
     for args in (["--bogus"], ["--systems", "gloo,nope"], ["--systems", ""],
@@ -121,12 +133,7 @@ def report():
             with open(f"{d}/{row}.s{seed}.busy", "w") as f:
                 f.write("40" if (row, seed) == ("fp16", 2) else "2")
     js = f"{d}/out.json"
-    rc, out, err = run([sys.executable,
-                        os.path.join(TOP, "tools/bench/training_report.py"),
-                        "--res", d, "--systems", ",".join(rows),
-                        "--seeds", "1,2", "--workers", "4", "--rate", "1gbit",
-                        "--mtu", "1500", "--target", "95", "--machine", "m",
-                        "--command", "c", "--json", js])
+    rc, out, err = run_report(d, ",".join(rows), "1,2", "--json", js)
     ok(rc == 1, f"report: exit 1 when a run failed (got {rc}; {err.strip()})")
     table = out.split("-" * 40)[-1].split("\nacc %:")[0]
     lines = {ln.split()[0]: ln for ln in table.splitlines() if ln.strip()}
@@ -176,12 +183,7 @@ def report_row_failed():
         json.dump(result([90, 96.0], [3, 2]), f)
     with open(f"{d}/tally-sparse.s1.json", "w") as f:
         json.dump({"system": "tally-sparse.s1", "error": "exit 1"}, f)
-    rc, out, err = run([sys.executable,
-                        os.path.join(TOP, "tools/bench/training_report.py"),
-                        "--res", d, "--systems", "gloo,tally-sparse",
-                        "--seeds", "1", "--workers", "4", "--rate", "1gbit",
-                        "--mtu", "1500", "--target", "95", "--machine", "m",
-                        "--command", "c"])
+    rc, out, err = run_report(d, "gloo,tally-sparse", "1")
     ok(rc == 1 and "block-sparse 1%+EF: within 2 points of gloo: "
        "tally-sparse failed on every seed: not met" in out,
        f"report: a target whose row failed is not met (rc {rc}; "
@@ -203,12 +205,7 @@ def report_mcast():
                           "narrow": False}
         with open(f"{d}/{row}.s1.json", "w") as f:
             json.dump(res, f)
-    rc, out, err = run([sys.executable,
-                        os.path.join(TOP, "tools/bench/training_report.py"),
-                        "--res", d, "--systems", "gloo,tally-mcast",
-                        "--seeds", "1", "--workers", "4", "--rate", "1gbit",
-                        "--mtu", "1500", "--target", "95", "--machine", "m",
-                        "--command", "c"])
+    rc, out, err = run_report(d, "gloo,tally-mcast", "1")
     ok(rc == 0 and "tally fixp, multicast results" in out and
        "1.33x gloo" in out,
        f"report: the tally-mcast row against gloo (rc {rc}; {err.strip()})")
