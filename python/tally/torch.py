@@ -88,7 +88,8 @@ class HookState:
     the codec memory of each bucket.
 
     HookState(ctx, *, divide=True, memory=None, name="tally-hook",
-              per_matrix=None, start_iter=None, min_compression_rate=2):
+              per_matrix=None, start_iter=None, min_compression_rate=2,
+              timeline=False):
     ctx is an open tally.Context; divide: divide each bucket by the
     world size (the average, as DDP's default hook); memory: keep a
     tally.State per bucket (None: when the job's codec has memory, from
@@ -98,7 +99,13 @@ class HookState:
     min_compression_rate: a matrix is compressed when rows x cols
     exceeds (rows + cols) x rank x that (torch's rule and default);
     start_iter: iterations (counted by the bucket marked is_last) sent
-    dense before the codec starts (None: 2 with per_matrix, else 0).
+    dense before the codec starts (None: 2 with per_matrix, else 0);
+    timeline: keep, for every bucket reduced, (start, seconds, elements)
+    in the list timeline: start is time.time() when the thread took the
+    bucket (comparable across ranks whose clocks agree, as on one
+    host), seconds its reduction (with the wait for the other ranks),
+    elements the bucket's length; a bucket whose reduction failed is
+    not kept.
 
     Counters: buckets (reduced), errors (futures completed with an
     exception; last_error is the latest exception), rebuilt (States made
@@ -113,7 +120,8 @@ class HookState:
     """
 
     def __init__(self, ctx, *, divide=True, memory=None, name="tally-hook",
-                 per_matrix=None, start_iter=None, min_compression_rate=2):
+                 per_matrix=None, start_iter=None, min_compression_rate=2,
+                 timeline=False):
         info = ctx.info()
         self.ctx = ctx
         self.world = info["world"]
@@ -148,6 +156,7 @@ class HookState:
         self.dropped = 0
         self.cpu_s = 0.0
         self.reduce_s = 0.0
+        self.timeline = [] if timeline else None
         self._keys = {}
         self._seen = set()
         self._queue = queue.SimpleQueue()
@@ -300,6 +309,7 @@ class HookState:
         """Reduces bucket t and completes its future, with the result
         or the exception."""
         c0 = time.thread_time()
+        w0, t0 = time.time(), time.perf_counter()
         try:
             self._reduce(index, key, t, stream, plan)
         except Exception as e:  # completes the future, never hangs
@@ -309,6 +319,8 @@ class HookState:
             return
         finally:
             self.cpu_s += time.thread_time() - c0
+        if self.timeline is not None:
+            self.timeline.append((w0, time.perf_counter() - t0, t.numel()))
         self.buckets += 1
         fut.set_result(t)
 

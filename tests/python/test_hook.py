@@ -77,6 +77,50 @@ def test_futures_average_in_order():
                     .all())
 
 
+def test_timeline_keeps_each_bucket():
+    """timeline=True: (start, seconds, elements) of every bucket reduced,
+    in order; a failed bucket is not kept; off by default."""
+    sizes = [1000, 3, 70001]
+    with Loop(2) as loop:
+        ctxs = loop.open_all()
+        params = [torch.zeros(n) for n in sizes]
+
+        def rank(r):
+            hs = tally.torch.HookState(ctxs[r], timeline=True)
+            off = tally.torch.HookState(ctxs[r])
+            t0 = time.time()
+            futs = [tally.torch.allreduce_hook(hs, Bucket(i, torch.ones(n),
+                                                          [params[i]]))
+                    for i, n in enumerate(sizes)]
+            for f in futs:
+                f.wait()
+            t1 = time.time()
+            hs.close()
+            off.close()
+            assert off.timeline is None
+            return hs.timeline, t0, t1
+        res = run_ranks(2, rank)
+        for c in ctxs:
+            c.close()
+    for tl, t0, t1 in res:
+        assert [n for _, _, n in tl] == sizes
+        assert all(t0 <= w <= t1 and 0 <= d <= t1 - t0 for w, d, _ in tl)
+        assert all(a[0] <= b[0] for a, b in zip(tl, tl[1:]))
+    # A failing bucket (its context closed) completes with the error and
+    # leaves the timeline as it was.
+    with Loop(1) as loop:
+        ctx = loop.open_all()[0]
+        hs = tally.torch.HookState(ctx, timeline=True)
+        ctx.close()
+        fut = hs.submit(0, None, torch.ones(4))
+        try:
+            fut.wait()
+        except Exception:
+            pass
+        hs.close()
+    assert hs.errors == 1 and hs.timeline == []
+
+
 def test_memory_per_bucket_survives_relayout():
     """With a codec with memory each bucket index has a State; the same
     layout keeps it, a changed one (DDP's rebuild: other parameters, other

@@ -214,11 +214,64 @@ def report_mcast():
        "report: tally-mcast's target is dense tally's")
 
 
+def report_step_times():
+    """A hook row's timelines (ddp_train.py's tally_timeline, one list a
+    rank): the step line's medians. Two ranks, three steps a second
+    apart after DDP's first, whole-model bucket; rank 1 starts the
+    16.09 MiB bucket 0.05 s late and ends it 0.01 s after rank 0."""
+    d = tempfile.mkdtemp(prefix="bt-report.")
+    big, small = 16867368 // 4, 532480 // 4
+    tl = [[[0.5, 0.3, 4349962]], [[0.5, 0.3, 4349962]]]
+    for k in range(1, 4):
+        t = float(k)
+        tl[0] += [[t, 0.20, big], [t + 0.20, 0.02, small]]
+        tl[1] += [[t + 0.05, 0.16, big], [t + 0.21, 0.015, small]]
+    for row in ("gloo", "tally"):
+        res = result([90, 96.0, 96.0], [3, 2, 2] if row == "gloo"
+                     else [2, 1.5, 1.5])
+        if row == "tally":
+            res["tally_timeline"] = tl
+            res["job"] = {"codec": "fixp", "max_elems": 352, "window": 64,
+                          "narrow": False}
+        with open(f"{d}/{row}.s1.json", "w") as f:
+            json.dump(res, f)
+    js = f"{d}/out.json"
+    rc, out, err = run_report(d, "gloo,tally", "1", "--json", js)
+    want = ("tally: a step, median: 16.09 MiB in 0.160 s after the last "
+            "rank's start (ranks 0.050 s apart), 0.51 MiB in 0.015 s after "
+            "the last rank's start (ranks 0.010 s apart); 0.775 s from a "
+            "step's last sum to the next step's first bucket")
+    ok(rc == 0 and want in out,
+       f"report: a hook row's step from its timelines (rc {rc}; "
+       f"{[ln for ln in out.splitlines() if 'a step' in ln]})")
+    ok("a step" not in "".join(ln for ln in out.splitlines()
+                                if ln.startswith("gloo:")),
+       "report: no step line without timelines")
+    with open(js) as f:
+        doc = json.load(f)
+    st = [r for r in doc["rows"] if r["system"] == "tally"][0].get("step", {})
+    ok([b["steps"] for b in st.get("buckets", [])] == [3, 3],
+       f"report: --json counts the steps of each bucket ({st})")
+    # Ranks whose sequences differ: read up to the first difference.
+    tl[1][3][2] = 7
+    with open(f"{d}/tally.s1.json", "w") as f:
+        res = result([90, 96.0, 96.0], [2, 1.5, 1.5])
+        res["tally_timeline"] = tl
+        json.dump(res, f)
+    rc, out, err = run_report(d, "gloo,tally", "1", "--json", js)
+    with open(js) as f:
+        doc = json.load(f)
+    st = [r for r in doc["rows"] if r["system"] == "tally"][0].get("step", {})
+    ok(rc == 0 and [b["steps"] for b in st.get("buckets", [])] == [1, 1],
+       f"report: timelines out of step are read up to the difference ({st})")
+
+
 def main():
     usage_errors()
     report()
     report_row_failed()
     report_mcast()
+    report_step_times()
     print(f"1..{n}")
     return 1 if failed else 0
 

@@ -156,7 +156,9 @@ def wrap(torch, dist, a, model):
         import tally
         import tally.torch
         ctx = tally.open(a.url, os.environ["TALLY_TOKEN"], a.rank, a.world)
-        ddp.tally_hook = tally.torch.HookState(ctx)
+        # timeline: each bucket's start and seconds, for the report's
+        # "where a step goes" line.
+        ddp.tally_hook = tally.torch.HookState(ctx, timeline=True)
         ddp.register_comm_hook(ddp.tally_hook, tally.torch.allreduce_hook)
     return ddp, ctx
 
@@ -294,6 +296,13 @@ def run(a):
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     cpus = [torch.zeros(1, dtype=torch.float64) for _ in range(a.world)]
     dist.all_gather(cpus, torch.tensor([cpu], dtype=torch.float64))
+    # The hook's timeline of every rank (same on all: a tally hook row).
+    hs = getattr(ddp, "tally_hook", None)
+    lines = None
+    if hs is not None and hs.timeline is not None:
+        lines = [None] * a.world
+        dist.all_gather_object(lines, [[round(w, 6), round(d, 6), n]
+                                       for w, d, n in hs.timeline])
     # DDP's buckets as they ended up (it rebuilds them once, after the
     # first iteration, in the order the gradients became ready): bytes.
     buckets = None
@@ -318,13 +327,14 @@ def run(a):
                 out["tally_stats"] = ctx.stats()
                 if a.comm in ("tally-backend", "tally-sharded"):
                     out["tally_routes"] = dict(dist.group.WORLD.routes)
-                hs = getattr(ddp, "tally_hook", None)
                 # The hook thread's CPU seconds and those in libtally
                 # (rank 0's; older packages lack them).
                 out["tally_hook"] = {k: getattr(hs, k, None) for k in (
                     "buckets", "errors", "rebuilt", "cpu_s", "reduce_s")}
             except Exception as e:  # diagnostics only
                 out["tally_info_error"] = str(e)
+        if lines is not None:
+            out["tally_timeline"] = lines
         print(json.dumps(out, default=str), flush=True)
     dist.barrier()
     return 0

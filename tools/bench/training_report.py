@@ -112,7 +112,53 @@ def summarize(row, runs):
     s["params"] = ok[0].get("params")
     if "job" in ok[0]:
         s["job"] = ok[0]["job"]
+    st = step_times(ok, s["buckets"])
+    if st:
+        s["step"] = st
     return s
+
+
+def step_times(runs, buckets):
+    """Where a tally hook row's step goes, from the ranks' timelines
+    (ddp_train.py's "tally_timeline": per rank, [start, seconds,
+    elements] of each bucket the hook reduced, in order): for each of
+    DDP's final buckets (bytes, f32), the median seconds from the last
+    rank's start of its reduction to the last rank's end ("after_last")
+    and how far apart the ranks started it ("skew"); and the median
+    seconds from a step's last sum to the next step's first bucket
+    ("between": forward, backward up to the first bucket, optimizer).
+    Over every step of every run; None without timelines."""
+    if not buckets:
+        return None
+    elems = [b // 4 for b in buckets]
+    after = {n: [] for n in elems}
+    skew = {n: [] for n in elems}
+    between = []
+    for r in runs:
+        tl = r.get("tally_timeline")
+        if not isinstance(tl, list) or not tl or not all(tl):
+            continue
+        k = min(len(x) for x in tl)
+        prev_end = None
+        for i in range(k):
+            n = tl[0][i][2]
+            if any(x[i][2] != n for x in tl):
+                break  # ranks out of step: stop reading this run
+            starts = [x[i][0] for x in tl]
+            ends = [x[i][0] + x[i][1] for x in tl]
+            if n in after:
+                after[n].append(max(ends) - max(starts))
+                skew[n].append(max(starts) - min(starts))
+            if n == elems[0] and prev_end is not None:
+                between.append(min(starts) - prev_end)
+            prev_end = max(ends) if n == elems[-1] else None
+    if not any(after.values()):
+        return None
+    med = lambda v: statistics.median(v) if v else None
+    return {"buckets": [{"bytes": b, "after_last_s": med(after[n]),
+                         "skew_s": med(skew[n]), "steps": len(after[n])}
+                        for b, n in zip(buckets, elems)],
+            "between_s": med(between)}
 
 
 def speedups(rows):
@@ -193,6 +239,17 @@ def print_table(a, rows, seeds, epochs):
                 f"; tally job codec {j['codec']}, max_elems "
                 f"{j['max_elems']}, window {j['window']}"
                 f"{', narrow' if j['narrow'] else ''}" if j else ""))
+        st = r.get("step")
+        if st:
+            parts = [f"{x['bytes'] / 2**20:.2f} MiB in {x['after_last_s']:.3f}"
+                     f" s after the last rank's start (ranks "
+                     f"{x['skew_s']:.3f} s apart)"
+                     for x in st["buckets"] if x["after_last_s"] is not None]
+            tail = ("" if st["between_s"] is None else
+                    f"; {st['between_s']:.3f} s from a step's last sum to "
+                    "the next step's first bucket")
+            print(f"{r['system']}: a step, median: " + ", ".join(parts) +
+                  tail)
 
 
 def targets(by, ran):
