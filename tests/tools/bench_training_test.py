@@ -68,7 +68,11 @@ def usage_errors():
            f"bench-training {' '.join(args) or '(empty)'}: exit 2 with usage"
            f" (got {rc})")
     rc, out, _ = run([drv, "--help"])
-    ok(rc == 0 and "--quick" in out, "bench-training --help: exit 0, usage")
+    ok(rc == 0 and "--quick" in out and "--grad-views" in out,
+       "bench-training --help: exit 0, usage")
+    rc, _, err = run([drv, "--grad-views", "--bogus"])
+    ok(rc == 2 and "unknown argument '--bogus'" in err,
+       f"bench-training --grad-views takes no value (got {rc})")
     rc, _, err = run([os.path.join(TOP, "tools/bench-allreduce"), "--bogus"])
     ok(rc == 2 and "usage:" in err,
        f"bench-allreduce --bogus: exit 2 with usage (got {rc})")
@@ -241,6 +245,11 @@ def report_step_times():
             "rank's start (ranks 0.050 s apart), 0.51 MiB in 0.015 s after "
             "the last rank's start (ranks 0.010 s apart); 0.775 s from a "
             "step's last sum to the next step's first bucket")
+    ok("gradients as bucket views" not in out,
+       "report: DDP's default (copies) is not called bucket views")
+    rc2, out2, _ = run_report(d, "gloo,tally", "1", "--grad-views")
+    ok(rc2 == 0 and "epochs; gradients as bucket views" in out2,
+       "report: --grad-views named in the heading")
     ok(rc == 0 and want in out,
        f"report: a hook row's step from its timelines (rc {rc}; "
        f"{[ln for ln in out.splitlines() if 'a step' in ln]})")

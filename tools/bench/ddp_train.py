@@ -79,6 +79,9 @@ def parse_args(argv):
     ap.add_argument("--one-bucket", action="store_true",
                     help="all gradients in one DDP bucket (forced for "
                     "powersgd)")
+    ap.add_argument("--grad-views", action="store_true",
+                    help="DDP(gradient_as_bucket_view=True): gradients "
+                    "are views of DDP's buckets, never copied in or out")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds a gloo collective may take")
     a = ap.parse_args(argv)
@@ -134,6 +137,8 @@ def wrap(torch, dist, a, model):
     if a.comm == "tally-sharded":
         return Plain(model), dist.group.WORLD.ctx
     kw = {}
+    if a.grad_views:
+        kw["gradient_as_bucket_view"] = True
     if a.one_bucket or a.comm == "powersgd":
         # DDP puts its first bucket at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
         # and later ones at bucket_cap_mb; both read at construction.

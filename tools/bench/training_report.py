@@ -42,6 +42,7 @@ def parse_args():
     ap.add_argument("--rate", required=True)
     ap.add_argument("--mtu", type=int, required=True)
     ap.add_argument("--target", type=float, required=True)
+    ap.add_argument("--grad-views", action="store_true")
     ap.add_argument("--machine", default="")
     ap.add_argument("--command", default="")
     ap.add_argument("--json")
@@ -188,7 +189,8 @@ def fmt_x(v):
 def print_table(a, rows, seeds, epochs):
     print()
     print(f"DDP training on digits, {a.workers} ranks, links {a.rate}, "
-          f"MTU {a.mtu}; seeds {','.join(seeds)}; {epochs} epochs")
+          f"MTU {a.mtu}; seeds {','.join(seeds)}; {epochs} epochs"
+          f"{'; gradients as bucket views' if a.grad_views else ''}")
     print(f"machine: {a.machine}")
     if rows and rows[0].get("params"):
         print(f"model: MLP 64-2048-2048-10 ({rows[0]['params']} parameters"
@@ -341,7 +343,8 @@ def main():
     if a.json:
         doc = {"bench": "training", "command": a.command,
                "machine": a.machine, "workers": a.workers, "rate": a.rate,
-               "mtu": a.mtu, "target": a.target, "seeds": seeds,
+               "mtu": a.mtu, "grad_views": a.grad_views,
+               "target": a.target, "seeds": seeds,
                "epochs": epochs, "rows": rows, "targets": tg,
                "runs": runs_all}
         with open(a.json, "w") as f:
