@@ -87,10 +87,15 @@ tally_tier_result(const struct tally_jobtab *tab, struct tally_agg_stats *st,
 
 	if (job == NULL)
 		return refuse_up(st, v, TALLY_ST_UNKNOWN_JOB);
-	v->job = job;
 	up = &job->conf.up;
+	/*
+	 * A job with no upstream takes no results: refused as a type no job
+	 * takes, before the job is named, so the drop is counted as the
+	 * dataplane's, not the job's.
+	 */
 	if (up->ip == 0)
 		return refuse_up(st, v, TALLY_ST_BAD_TYPE);
+	v->job = job;
 	if (h->token != up->token)
 		return refuse_up(st, v, TALLY_ST_BAD_TOKEN);
 	if (src == NULL || src->ip != up->ip)

@@ -305,6 +305,8 @@ result_to_plain_job(void **state)
 	L.spine = (struct tally_addr){ htonl(SPINE_IP), 0 };
 	assert_int_equal(spine_result(0, 0, res, 4), TALLY_V_DROP);
 	assert_int_equal(L.v.status, TALLY_ST_BAD_TYPE);
+	/* Not the job's: no per-job counter moves (fuzz-wire's rule). */
+	assert_null(L.v.job);
 	assert_int_equal(L.st.drops[TALLY_ST_BAD_TYPE], 1);
 	assert_int_equal(L.st.tier_refused, 1);
 }
