@@ -105,7 +105,7 @@ class HookState:
     bucket (comparable across ranks whose clocks agree, as on one
     host), seconds its reduction (with the wait for the other ranks),
     elements the bucket's length; a bucket whose reduction failed is
-    not kept.
+    not kept. The list grows by one tuple a bucket: for diagnosis runs.
 
     Counters: buckets (reduced), errors (futures completed with an
     exception; last_error is the latest exception), rebuilt (States made
