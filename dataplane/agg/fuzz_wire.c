@@ -18,6 +18,7 @@
  * take; a NACK echoes an allowed status; every packet is counted exactly
  * once in the engine's counters; and every slot stays consistent.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 	}								\
 } while (0)
 
-#define NJOBS 4
+#define NJOBS 5
+#define SPINE_IP IP(10, 0, 0, 9)
+#define SPINE_TOKEN UINT64_C(0x5555555555555555)
 #define IP(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | \
 	(uint32_t)(c) << 16 | (uint32_t)(d) << 24)	/* network order */
 #define PORT(p) ((uint16_t)((p) >> 8 | ((p) & 0xff) << 8))
@@ -50,7 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * 0x101: sixty-four members (rank 63 is the bitmap's top bit), one slot,
  * sharing job 1's bucket in the table. Job 3: an authenticated job (any
  * address), whose tags the fuzzer must forge: bad_auth, the verification
- * on whatever arrives.
+ * on whatever arrives. Job 4: a leaf of two tiers (docs/scale-out.md),
+ * two members at any address, its rounds forwarded to a spine at
+ * SPINE_IP whose results complete them.
  */
 static const struct tally_job_conf confs[NJOBS] = {
 	{ .id = 1, .token = UINT64_C(0x0123456789abcdef), .world = 3,
@@ -68,6 +73,9 @@ static const struct tally_job_conf confs[NJOBS] = {
 	{ .id = 3, .token = 3, .world = 2, .window = 2, .max_elems = 8,
 	  .auth = 1, .key_result = { 1 }, .keys = { { { 2 }, { 3 } },
 	  { { 4 }, { 5 } } } },
+	{ .id = 4, .token = 4, .world = 2, .window = 2, .max_elems = 16,
+	  .up = { .ip = SPINE_IP, .port = PORT(2000), .token = SPINE_TOKEN,
+	  .rank = 1, .world = 5 } },
 };
 
 /* Senders by the frame's src byte (modulo); the last means "no source". */
@@ -78,6 +86,7 @@ static const struct tally_addr srcs[] = {
 	{ IP(10, 0, 0, 4), PORT(1004) },
 	{ IP(10, 0, 0, 1), PORT(9999) },	/* member 0's host, wrong port */
 	{ IP(192, 168, 1, 1), PORT(1001) },	/* a stranger */
+	{ SPINE_IP, PORT(2000) },		/* job 4's spine */
 	{ 0, 0 },
 };
 
@@ -158,6 +167,67 @@ job_index(const struct tally_job *job)
 	return -1;
 }
 
+/*
+ * A leaf's round to its spine (UPSTREAM): the job's spine token and
+ * rank, a request of the round's own type, the slot's lanes.
+ */
+static void
+check_upstream(const struct tally_verdict *v)
+{
+	const struct tally_job *job = v->job;
+
+	CHECK(job->conf.up.ip != 0);
+	CHECK(v->status == TALLY_ST_OK);
+	CHECK(v->hdr.type == TALLY_PT_SUM || v->hdr.type == TALLY_PT_MAX);
+	CHECK(v->hdr.job == job->conf.id);
+	CHECK(v->hdr.token == job->conf.up.token);
+	CHECK(v->hdr.rank == job->conf.up.rank);
+	CHECK(v->hdr.slot < job->conf.window);
+	CHECK(v->hdr.count >= 1 && v->hdr.count <= job->conf.max_elems);
+	CHECK(((v->hdr.flags & TALLY_F_SET) != 0) == (v->hdr.round & 1));
+	CHECK(v->payload_len ==
+		tally_enc_payload_len(v->hdr.enc, v->hdr.count));
+	CHECK(v->payload_len <= job->stride * sizeof(uint32_t));
+	CHECK(v->payload == tally_job_lanes(job, v->hdr.slot,
+		(v->hdr.flags & TALLY_F_SET) != 0));
+	check_reply(v);
+}
+
+/*
+ * A result sent to the aggregator (pkt's type a SUM_RESULT or
+ * MAX_RESULT): only a leaf takes one, only from its spine. Refused
+ * before the spine is proven: no job named, or the job's bad token or
+ * source; after: anything, but the packet carried the spine's token.
+ * Taken: the members' result of the round (checked as any COMPLETE).
+ */
+static void
+check_tier_result(const uint8_t *pkt, enum tally_verdict_kind k,
+	const struct tally_verdict *v)
+{
+	const struct tally_job *job = v->job;
+
+	CHECK(k == TALLY_V_DROP || k == TALLY_V_COMPLETE);
+	CHECK(job->conf.up.ip != 0);
+	if (k == TALLY_V_DROP && (v->status == TALLY_ST_BAD_TOKEN ||
+			v->status == TALLY_ST_BAD_SOURCE))
+		return;
+	CHECK(tally_ld_be64(pkt + 8) == job->conf.up.token);
+	if (k == TALLY_V_DROP)
+		return;
+	CHECK(v->status == TALLY_ST_OK && v->tier);
+	CHECK(v->hdr.type == TALLY_PT_SUM_RESULT ||
+		v->hdr.type == TALLY_PT_MAX_RESULT);
+	CHECK(v->hdr.job == job->conf.id);
+	CHECK(v->hdr.token == job->conf.token);
+	CHECK(v->hdr.slot < job->conf.window);
+	CHECK(v->hdr.rank == TALLY_RANK_ALL);
+	CHECK(v->hdr.round == tally_ld_be64(pkt + 32));
+	CHECK(v->payload_len <= job->stride * sizeof(uint32_t));
+	CHECK(v->payload == tally_job_lanes(job, v->hdr.slot,
+		(v->hdr.flags & TALLY_F_SET) != 0));
+	check_reply(v);
+}
+
 /* What must hold of the verdict v on the packet pkt of len bytes. */
 static void
 check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
@@ -167,7 +237,7 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	struct tally_hdr h;
 
 	CHECK(k == v->kind);
-	CHECK(k <= TALLY_V_NACK);
+	CHECK(k <= TALLY_V_UPSTREAM);
 	CHECK(v->status < TALLY_ST_MAX_);
 	if (job == NULL) {
 		CHECK(k == TALLY_V_DROP && v->status != TALLY_ST_OK);
@@ -177,6 +247,16 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	CHECK(job_index(job) >= 0);
 	CHECK(len >= TALLY_HDR_LEN);
 	CHECK(tally_ld_be16(pkt + 6) == job->conf.id);
+	if (pkt[offsetof(struct tally_wire_hdr, type)] == TALLY_PT_SUM_RESULT ||
+			pkt[offsetof(struct tally_wire_hdr, type)] ==
+			TALLY_PT_MAX_RESULT) {
+		check_tier_result(pkt, k, v);
+		return;
+	}
+	if (k == TALLY_V_UPSTREAM) {
+		check_upstream(v);
+		return;
+	}
 	if (k == TALLY_V_DROP) {
 		/* Refused before authentication, a duplicate, or stale. */
 		CHECK(v->status == TALLY_ST_OK ||
@@ -297,7 +377,11 @@ check_stats(const struct tally_agg_stats *st, uint64_t npkts)
 		refused += st->drops[s];
 	CHECK(st->drops[TALLY_ST_OK] == 0);
 	CHECK(st->rx == npkts);
-	CHECK(st->accepted + st->duplicates + st->resent + refused == npkts);
+	/* A leaf: members' packets forwarded again, spine's results. */
+	CHECK(st->accepted + st->duplicates + st->resent + refused +
+		st->tier_reforwarded + st->tier_results +
+		st->tier_duplicates == npkts);
+	CHECK(st->tier_refused <= refused);
 	CHECK(st->nacks <= refused);
 	CHECK(st->completed <= st->accepted);
 }
