@@ -168,6 +168,23 @@ job_index(const struct tally_job *job)
 }
 
 /*
+ * A reply that carries a slot's lanes (a result, or a leaf's round going
+ * upstream): from the set of its round's parity, as long as its
+ * encoding and count say, inside the slot, and decoding cleanly.
+ */
+static void
+check_lanes_reply(const struct tally_job *job, const struct tally_verdict *v)
+{
+	CHECK(((v->hdr.flags & TALLY_F_SET) != 0) == (v->hdr.round & 1));
+	CHECK(v->payload_len ==
+		tally_enc_payload_len(v->hdr.enc, v->hdr.count));
+	CHECK(v->payload_len <= job->stride * sizeof(uint32_t));
+	CHECK(v->payload == tally_job_lanes(job, v->hdr.slot,
+		(v->hdr.flags & TALLY_F_SET) != 0));
+	check_reply(v);
+}
+
+/*
  * A leaf's round to its spine (UPSTREAM): the job's spine token and
  * rank, a request of the round's own type, the slot's lanes.
  */
@@ -184,13 +201,7 @@ check_upstream(const struct tally_verdict *v)
 	CHECK(v->hdr.rank == job->conf.up.rank);
 	CHECK(v->hdr.slot < job->conf.window);
 	CHECK(v->hdr.count >= 1 && v->hdr.count <= job->conf.max_elems);
-	CHECK(((v->hdr.flags & TALLY_F_SET) != 0) == (v->hdr.round & 1));
-	CHECK(v->payload_len ==
-		tally_enc_payload_len(v->hdr.enc, v->hdr.count));
-	CHECK(v->payload_len <= job->stride * sizeof(uint32_t));
-	CHECK(v->payload == tally_job_lanes(job, v->hdr.slot,
-		(v->hdr.flags & TALLY_F_SET) != 0));
-	check_reply(v);
+	check_lanes_reply(job, v);
 }
 
 /*
@@ -222,10 +233,8 @@ check_tier_result(const uint8_t *pkt, enum tally_verdict_kind k,
 	CHECK(v->hdr.slot < job->conf.window);
 	CHECK(v->hdr.rank == TALLY_RANK_ALL);
 	CHECK(v->hdr.round == tally_ld_be64(pkt + 32));
-	CHECK(v->payload_len <= job->stride * sizeof(uint32_t));
-	CHECK(v->payload == tally_job_lanes(job, v->hdr.slot,
-		(v->hdr.flags & TALLY_F_SET) != 0));
-	check_reply(v);
+	CHECK(v->hdr.count <= job->conf.max_elems);
+	check_lanes_reply(job, v);
 }
 
 /* What must hold of the verdict v on the packet pkt of len bytes. */
@@ -315,13 +324,7 @@ check_verdict(const uint8_t *pkt, size_t len, enum tally_verdict_kind k,
 	CHECK(v->hdr.rank == TALLY_RANK_ALL);
 	/* A result answers the packet's round, from that round's set. */
 	CHECK(v->hdr.round == tally_ld_be64(pkt + 32));
-	CHECK(((v->hdr.flags & TALLY_F_SET) != 0) == (v->hdr.round & 1));
-	CHECK(v->payload_len ==
-		tally_enc_payload_len(v->hdr.enc, v->hdr.count));
-	CHECK(v->payload_len <= job->stride * sizeof(uint32_t));
-	CHECK(v->payload == tally_job_lanes(job, v->hdr.slot,
-		(v->hdr.flags & TALLY_F_SET) != 0));
-	check_reply(v);
+	check_lanes_reply(job, v);
 }
 
 /*
