@@ -6,16 +6,18 @@
  *   src (1 byte) | len (2 bytes, little-endian) | len bytes of packet
  * (a last frame shorter than its len takes what is left). src picks the
  * sender's address from a small table: members of the jobs below, a
- * stranger, or none. Every packet (each of a bundle's, docs/protocol.md
- * "Bundles") goes through tally_hdr_decode() and
- * then tally_agg_process() on a table of three jobs whose slots start
+ * stranger, a leaf's spine, or none. Every packet (each of a bundle's,
+ * docs/protocol.md "Bundles") goes through tally_hdr_decode() and
+ * then tally_agg_process() on a table of five jobs whose slots start
  * empty for every input, so an input is a replayable sequence of rounds.
  *
  * Besides ASan and UBSan, it checks what must hold whatever arrives: a
  * decoded header encodes back to the same bytes; a verdict names a job of
  * the table or none; a result lies inside its slot's lanes, has the
  * length its header says, and decodes cleanly as a packet a worker would
- * take; a NACK echoes an allowed status; every packet is counted exactly
+ * take; a NACK echoes an allowed status; a leaf's round goes upstream
+ * with its spine's token and a result sent here is a leaf's spine's or
+ * refused; every packet is counted exactly
  * once in the engine's counters; and every slot stays consistent.
  */
 #include <stddef.h>
