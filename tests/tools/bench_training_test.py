@@ -261,6 +261,16 @@ def report_step_times():
     st = [r for r in doc["rows"] if r["system"] == "tally"][0].get("step", {})
     ok([b["steps"] for b in st.get("buckets", [])] == [3, 3],
        f"report: --json counts the steps of each bucket ({st})")
+    # A timeline the report cannot read: no step line, no failure.
+    for bad in ([[[1.0, 2.0]], [[1.0, 2.0]]], [["x", 1, 2]], [[None]], 7):
+        with open(f"{d}/tally.s1.json", "w") as f:
+            res = result([90, 96.0, 96.0], [2, 1.5, 1.5])
+            res["tally_timeline"] = bad
+            json.dump(res, f)
+        rc, out, err = run_report(d, "gloo,tally", "1")
+        ok(rc == 0 and "tally: a step" not in out and "Traceback" not in err,
+           f"report: a malformed timeline {bad!r} is left out (rc {rc}; "
+           f"{err.strip()[-200:]})")
     # Ranks whose sequences differ: read up to the first difference.
     tl[1][3][2] = 7
     with open(f"{d}/tally.s1.json", "w") as f:

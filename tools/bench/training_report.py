@@ -119,6 +119,24 @@ def summarize(row, runs):
     return s
 
 
+def step_entries(tl):
+    """A run's timelines (one list a rank of [start, seconds, elements])
+    as (elements, starts, ends) of each bucket in order, up to the first
+    where the ranks differ; raises TypeError, IndexError or ValueError on
+    anything else."""
+    if not isinstance(tl, list) or not tl or not all(tl):
+        return []
+    out = []
+    for i in range(min(len(x) for x in tl)):
+        n = int(tl[0][i][2])
+        if any(int(x[i][2]) != n for x in tl):
+            break  # ranks out of step: stop reading this run
+        starts = [float(x[i][0]) for x in tl]
+        out.append((n, starts, [w + float(x[i][1])
+                                for w, x in zip(starts, tl)]))
+    return out
+
+
 def step_times(runs, buckets):
     """Where a tally hook row's step goes, from the ranks' timelines
     (ddp_train.py's "tally_timeline": per rank, [start, seconds,
@@ -136,17 +154,12 @@ def step_times(runs, buckets):
     skew = {n: [] for n in elems}
     between = []
     for r in runs:
-        tl = r.get("tally_timeline")
-        if not isinstance(tl, list) or not tl or not all(tl):
-            continue
-        k = min(len(x) for x in tl)
+        try:
+            steps = step_entries(r.get("tally_timeline"))
+        except (TypeError, IndexError, ValueError):
+            continue  # not a timeline this report can read: no line
         prev_end = None
-        for i in range(k):
-            n = tl[0][i][2]
-            if any(x[i][2] != n for x in tl):
-                break  # ranks out of step: stop reading this run
-            starts = [x[i][0] for x in tl]
-            ends = [x[i][0] + x[i][1] for x in tl]
+        for n, starts, ends in steps:
             if n in after:
                 after[n].append(max(ends) - max(starts))
                 skew[n].append(max(starts) - min(starts))
