@@ -182,9 +182,12 @@ one16(struct tally_ctx *ctx, const struct opts *o, enum tally_dtype dt,
 	gen16(f16, o->seed, o->rank, k, n, x);
 	rc = tally_reduce_scatter(ctx, x, recv, count, dt);
 	for (unsigned int r = 0; r < o->world; r++) {
+		float a;
+
 		gen16(f16, o->seed, r, k, n, x);
-		if (tally_fixp16_absmax(dt, x, n) > m)
-			m = tally_fixp16_absmax(dt, x, n);
+		a = tally_fixp16_absmax(dt, x, n);
+		if (a > m)
+			m = a;
 	}
 	if (tally_fixp16_exponent(m, o->world, lanes, info.narrow, &e) != 0)
 		abort();
