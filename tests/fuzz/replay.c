@@ -9,12 +9,14 @@
  * Each PATH is a file or a directory whose regular files are taken, in
  * name order, so a run is the same every time. Every input is read into
  * a buffer of exactly its length (a read past it is ASan's to see) and
- * given to the target once. Output is TAP, a line an input: "ok N -
- * PATH". The target's own checks abort(), and a sanitizer stops the
- * process: then the run ends there, and the "# PATH" line printed before
- * each input names the one that did it. A path that cannot be read is a
- * "not ok" line and exit status 1, never a silent pass; so is an empty
- * corpus (nothing to replay is a mistake in the test's declaration).
+ * given to the target once. Output is TAP, one case for the whole
+ * corpus (a corpus is one test, however many inputs it holds), and a
+ * "# PATH" line before each input. The target's own checks abort(), and
+ * a sanitizer stops the process: then the run ends there, with no "ok"
+ * line, and the last "# PATH" names the input that did it. A path that
+ * cannot be read is "not ok" and exit status 1, never a silent pass; so
+ * is an empty corpus (nothing to replay is a mistake in the test's
+ * declaration).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -140,26 +142,26 @@ main(int argc, char **argv)
 		int rc;
 
 		if (stat(argv[i], &st) != 0) {
-			printf("not ok - %s: %s\n", argv[i], strerror(errno));
+			printf("# %s: %s\n", argv[i], strerror(errno));
 			bad = 1;
 			continue;
 		}
 		rc = S_ISDIR(st.st_mode) ? add_dir(&l, argv[i]) :
 			add(&l, argv[i], "");
 		if (rc != 0) {
-			printf("not ok - %s: %s\n", argv[i], strerror(errno));
+			printf("# %s: %s\n", argv[i], strerror(errno));
 			bad = 1;
 		} else if (l.n == before) {
-			printf("not ok - %s: no input in it\n", argv[i]);
+			printf("# %s: no input in it\n", argv[i]);
 			bad = 1;
 		}
 	}
 	if (bad) {
-		printf("1..0 # nothing replayed\n");
+		printf("1..1\nnot ok 1 - nothing replayed\n");
 		return 1;
 	}
 	qsort(l.path, l.n, sizeof(*l.path), by_name);
-	printf("1..%zu\n", l.n);
+	printf("1..1\n");
 	for (size_t i = 0; i < l.n; i++) {
 		size_t len = 0;
 		uint8_t *buf;
@@ -168,18 +170,19 @@ main(int argc, char **argv)
 		fflush(stdout);
 		buf = slurp(l.path[i], &len);
 		if (buf == NULL) {
-			printf("not ok %zu - %s: %s\n", i + 1, l.path[i],
-				strerror(errno));
-			bad = 1;
+			printf("# %s: %s\n", l.path[i], strerror(errno));
+			bad++;
 		} else {
 			LLVMFuzzerTestOneInput(buf, len);
-			printf("ok %zu - %s (%zu bytes)\n", i + 1, l.path[i],
-				len);
 			free(buf);
 		}
-		fflush(stdout);
 		free(l.path[i]);
 	}
+	if (bad)
+		printf("not ok 1 - %d of %zu inputs could not be read\n", bad,
+			l.n);
+	else
+		printf("ok 1 - %zu inputs replayed\n", l.n);
 	free(l.path);
-	return bad;
+	return bad ? 1 : 0;
 }
