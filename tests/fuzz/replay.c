@@ -36,13 +36,16 @@ struct list {
 static int
 add(struct list *l, const char *dir, const char *name)
 {
-	size_t len = strlen(dir) + strlen(name) + 2;
+	size_t dlen = strlen(dir), len = dlen + strlen(name) + 2;
 	char *p = malloc(len);
 
 	if (p == NULL)
 		return -1;
+	/* "corpus/wire/" and "corpus/wire" name an input the same way. */
+	while (name[0] != '\0' && dlen > 1 && dir[dlen - 1] == '/')
+		dlen--;
 	if (name[0] != '\0')
-		snprintf(p, len, "%s/%s", dir, name);
+		snprintf(p, len, "%.*s/%s", (int)dlen, dir, name);
 	else
 		snprintf(p, len, "%s", dir);
 	if (l->n == l->cap) {
