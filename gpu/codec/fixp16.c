@@ -14,6 +14,10 @@
 #include "fixp16_math.h"
 #include "fixp16_simd.h"
 
+#if TALLY_FIXP16_HAVE_SIMD
+#include <cpuid.h>
+#endif
+
 /* -1: not decided yet; 0: scalar; 1: vectorized. */
 static int simd_mode = -1;
 
@@ -22,9 +26,13 @@ static int
 cpu_has_simd(void)
 {
 #if TALLY_FIXP16_HAVE_SIMD
+	unsigned int a, b, c, d;
+
+	/* F16C from CPUID itself: clang 14's __builtin_cpu_supports()
+	 * does not know it (AVX2's check covers the OS's AVX state). */
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx2") &&
-		__builtin_cpu_supports("f16c");
+		__get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 #else
 	return 0;
 #endif
