@@ -223,6 +223,30 @@ retransmit(struct srun *run, uint64_t now)
 	flush(run);
 }
 
+/*
+ * Decodes a result's count sums at res into x. A transport may lend a
+ * packet at any address (the UDP transport's GRO staging: a segment
+ * after odd-sized ones), and the decoder reads aligned int32s: a payload
+ * that is not aligned goes through the stack, a block at a time.
+ */
+static void
+decode_sums(const uint8_t *res, float *x, uint32_t count, int e)
+{
+	int32_t q[B];
+
+	if (((uintptr_t)res & 3) == 0) {
+		tally_fixp_decode((const int32_t *)(const void *)res, x, count,
+			e);
+		return;
+	}
+	for (uint32_t i = 0; i < count; i += B) {
+		uint32_t k = count - i < B ? count - i : B;
+
+		memcpy(q, res + (size_t)i * 4, (size_t)k * 4);
+		tally_fixp_decode(q, x + i, k, e);
+	}
+}
+
 /* Handles one received packet (borrowed). */
 static void
 take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
@@ -263,8 +287,8 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	}
 	/* The round is done: its sums (if any rank had the block), then on. */
 	if (h.count > 0)
-		tally_fixp_decode((const int32_t *)(const void *)(buf +
-			TALLY_HDR_LEN), run->buf + h.offset, h.count, run->e);
+		decode_sums(buf + TALLY_HDR_LEN, run->buf + h.offset, h.count,
+			run->e);
 	st->busy = 0;
 	(void)tally_retx_answered(&ctx->retx, h.slot, now,
 		(h.flags & TALLY_F_RETX) != 0);
