@@ -4,8 +4,9 @@
  * reaches its socket.
  *
  * A context of world 2 (rank 0) runs a few calls (an i32 allreduce, an
- * f32 fixed-point allreduce, a block-sparse allreduce, an i32 allreduce
- * again) over a transport of this file's own: what the context sends
+ * f32 fixed-point allreduce, a block-sparse allreduce, an i32
+ * reduce-scatter, an i32 allreduce again) over a transport of this
+ * file's own: what the context sends
  * goes to the real engine (tally_agg_process()) in-process, with rank
  * 1's contribution made from rank 0's packet (the same values, its own
  * rank and tag: every sum is twice the input), and the engine's answers
@@ -76,7 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define N_I32		600	/* three chunks: slot 0 twice */
 #define N_F32		300
 #define N_SPARSE	1024	/* four blocks, two streams */
-#define NCALLS		4
+#define N_RS		(N_I32 / 2)	/* a rank's shard: two chunks */
+#define NCALLS		5
 #define MAX_INJ		512	/* datagrams injected, at most */
 #define HISTORY		16	/* answers kept for copies */
 #define PKT_MAX		(TALLY_HDR_LEN + 4 * ELEMS + TALLY_TAG_LEN)
@@ -133,12 +135,10 @@ static struct tally_jobtab *tab;
 static struct tally_mac_key peer_up[NJOBS];	/* rank 1's up key */
 static struct tally_auth_keys worker_keys;
 
-/* The calls' inputs, and what a run without injections gives. */
+/* The calls' inputs. */
 static int32_t in_i32[N_I32];
 static float in_f32[N_F32];
 static float in_sparse[N_SPARSE];
-static int32_t ref_i32[N_I32], ref_i32b[N_I32];
-static float ref_f32[N_F32], ref_sparse[N_SPARSE];
 
 /*
  * A datagram of len bytes, zeroed, ending its allocation (ASan sees a
@@ -491,24 +491,34 @@ close_ctx(struct tally_ctx *ctx, struct tally_transport *udp)
 	tally_ctx_close(ctx);
 }
 
-/*
- * Call i of the sequence on ctx, into the output buffers (filled with
- * the inputs first). Returns its rc.
- */
+/* The calls' outputs. */
+struct out {
+	int32_t i32[N_I32];
+	float f32[N_F32];
+	float sp[N_SPARSE];
+	int32_t rs[N_RS];
+};
+
+/* Call i of the sequence on ctx, into o (the inputs copied in first). */
 static int
-call(struct tally_ctx *ctx, int i, int32_t *i32, float *f32, float *sp)
+call(struct tally_ctx *ctx, int i, struct out *o)
 {
 	switch (i) {
 	case 0:
-	case 3:
-		memcpy(i32, in_i32, sizeof(in_i32));
-		return tally_allreduce_i32(ctx, i32, N_I32);
+	case 4:
+		memcpy(o->i32, in_i32, sizeof(in_i32));
+		return tally_allreduce_i32(ctx, o->i32, N_I32);
 	case 1:
-		memcpy(f32, in_f32, sizeof(in_f32));
-		return tally_allreduce_f32(ctx, f32, N_F32);
+		memcpy(o->f32, in_f32, sizeof(in_f32));
+		return tally_allreduce_f32(ctx, o->f32, N_F32);
+	case 2:
+		memcpy(o->sp, in_sparse, sizeof(in_sparse));
+		return tally_allreduce(ctx, o->sp, N_SPARSE);
 	default:
-		memcpy(sp, in_sparse, sizeof(in_sparse));
-		return tally_allreduce(ctx, sp, N_SPARSE);
+		/* Rank 0's shard: the first N_RS of the sums. */
+		memset(o->rs, 0, sizeof(o->rs));
+		return tally_reduce_scatter(ctx, in_i32, o->rs, N_RS,
+			TALLY_DT_I32);
 	}
 }
 
@@ -521,33 +531,40 @@ taken(const struct tally_ctx_stats *st)
 }
 
 /* The bits of a run without injections: twice the input, exactly. */
+static struct out ref;
+
+/* The i32 sum of x and rank 1's copy of it, wrapping. */
+static int32_t
+twice(int32_t x)
+{
+	return (int32_t)((uint32_t)x * 2u);
+}
+
 static void
 reference(void)
 {
 	struct harness h;
 	struct tally_transport *udp;
 	struct tally_ctx *ctx;
-	int32_t i32[N_I32];
 	int nz = 0;
 
 	memset(&h, 0, sizeof(h));
 	ctx = open_ctx(&h, JOB_AUTH, &udp);
-	CHECK(call(ctx, 0, ref_i32, ref_f32, ref_sparse) == 0);
-	CHECK(call(ctx, 1, ref_i32, ref_f32, ref_sparse) == 0);
-	CHECK(call(ctx, 2, ref_i32, ref_f32, ref_sparse) == 0);
-	CHECK(call(ctx, 3, ref_i32b, ref_f32, ref_sparse) == 0);
+	for (int i = 0; i < NCALLS; i++) {
+		CHECK(call(ctx, i, &ref) == 0);
+		for (int j = 0; j < N_I32; j++)
+			CHECK(ref.i32[j] == twice(in_i32[j]));
+	}
 	close_ctx(ctx, udp);
 	harness_free(&h);
-	for (int i = 0; i < N_I32; i++) {
-		i32[i] = (int32_t)((uint32_t)in_i32[i] * 2u);
-		CHECK(ref_i32[i] == i32[i] && ref_i32b[i] == i32[i]);
-	}
-	for (int i = 0; i < N_F32; i++)
-		CHECK(ref_f32[i] == 2 * in_f32[i]);
+	for (int j = 0; j < N_RS; j++)
+		CHECK(ref.rs[j] == twice(in_i32[j]));
+	for (int j = 0; j < N_F32; j++)
+		CHECK(ref.f32[j] == 2 * in_f32[j]);
 	/* The blocks both selected summed, the others zero. */
-	for (int i = 0; i < N_SPARSE; i++) {
-		CHECK(ref_sparse[i] == 2 * in_sparse[i] || ref_sparse[i] == 0);
-		nz += ref_sparse[i] != 0;
+	for (int j = 0; j < N_SPARSE; j++) {
+		CHECK(ref.sp[j] == 2 * in_sparse[j] || ref.sp[j] == 0);
+		nz += ref.sp[j] != 0;
 	}
 	CHECK(nz > 0 && nz < N_SPARSE);
 	for (int j = 0; j < NJOBS; j++)
@@ -610,8 +627,7 @@ parse(struct harness *h, const uint8_t *data, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static int32_t i32[N_I32];
-	static float f32[N_F32], sp[N_SPARSE];
+	static struct out o;
 	struct tally_ctx_stats before, after;
 	struct tally_transport *udp;
 	struct tally_ctx *ctx;
@@ -629,16 +645,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ctx = open_ctx(&h, data[0] & 1 ? JOB_AUTH : JOB_PLAIN, &udp);
 	tally_ctx_stats(ctx, &before);
 	for (int i = 0; i < NCALLS; i++) {
-		int rc = call(ctx, i, i32, f32, sp);
+		int rc = call(ctx, i, &o);
 
 		if (h.job == JOB_AUTH) {
 			/* Nothing without the keys gets through. */
 			CHECK(rc == 0);
-			CHECK(memcmp(i32, ref_i32, sizeof(i32)) == 0);
-			CHECK(i != 1 || memcmp(f32, ref_f32,
-				sizeof(f32)) == 0);
-			CHECK(i != 2 || memcmp(sp, ref_sparse,
-				sizeof(sp)) == 0);
+			CHECK(memcmp(o.i32, ref.i32, sizeof(o.i32)) == 0);
+			CHECK(i != 1 || memcmp(o.f32, ref.f32,
+				sizeof(o.f32)) == 0);
+			CHECK(i != 2 || memcmp(o.sp, ref.sp,
+				sizeof(o.sp)) == 0);
+			CHECK(i != 3 || memcmp(o.rs, ref.rs,
+				sizeof(o.rs)) == 0);
 			continue;
 		}
 		if (rc != 0) {
