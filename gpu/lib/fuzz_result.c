@@ -6,13 +6,14 @@
  * A context of world 2 (rank 0) runs a few calls (an i32 allreduce, an
  * f32 fixed-point allreduce, a block-sparse allreduce, an i32
  * reduce-scatter, an i32 allreduce again) over a transport of this
- * file's own: what the context sends
- * goes to the real engine (tally_agg_process()) in-process, with rank
- * 1's contribution made from rank 0's packet (the same values, its own
- * rank and tag: every sum is twice the input), and the engine's answers
- * to rank 0 are queued for the context to receive. No sockets, no
- * threads: the context's receive never waits, answers are there as soon
- * as the packets that call for them are sent.
+ * file's own: what the context sends goes to the real engine
+ * (tally_agg_process()) in-process, with rank 1's contribution made from
+ * rank 0's packet (the same values, its own rank and tag: every sum is
+ * twice the input), and the engine's answers to rank 0 are queued for
+ * the context to receive. No sockets, no threads: the context's receive
+ * never waits, answers are there as soon as the packets that call for
+ * them are sent (the context still reads its clock: a plain job's call
+ * that the input put out of step ends after its short timeout).
  *
  * The input's first byte picks the job (bit 0: an authenticated one);
  * the rest is a run of datagrams to inject into the receive queue, each
@@ -37,9 +38,9 @@
  *
  * What must hold, besides ASan and UBSan: in the authenticated job every
  * call returns 0 with the very bits of a run without injections (whose
- * i32 and f32 sums are checked against twice the input), since nothing
- * the fuzzer makes carries a right tag and a replayed genuine answer is
- * of a round already taken; in the plain job a call returns 0, -EPROTO,
+ * sums are checked against twice the input), since nothing the fuzzer
+ * makes carries a right tag, and a genuine answer copied, early or late,
+ * carries the same sums; in the plain job a call returns 0, -EPROTO,
  * -ETIMEDOUT or -ERANGE with a sentence in tally_ctx_error(), and once
  * a call failed otherwise than -ERANGE every later one says -EPIPE (the
  * context is out of step: close it). In both, when every call returned
