@@ -58,10 +58,10 @@
 #include <tally/proto.h>
 #include <tally/tally.h>
 
-#include "ctx.h"
 #include "agg/agg.h"
 #include "agg/job.h"
 #include "agg/jobtab.h"
+#include "lib/ctx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
