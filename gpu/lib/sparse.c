@@ -343,6 +343,31 @@ receive(struct srun *run, uint64_t now, uint64_t until)
 	return rc;
 }
 
+/* Takes every packet already there, without waiting (a bounded number
+ * of bursts, as window.c's). */
+static void
+drain(struct srun *run)
+{
+	for (int i = 0; i < 64 && run->err == 0; i++)
+		if (receive(run, 0, 0) <= 0)
+			break;
+	flush(run);
+}
+
+/*
+ * At the call's deadline: takes what has arrived, so that a worker
+ * descheduled past it does not fail with its results waiting in the
+ * socket. Returns whether that was progress.
+ */
+static int
+late_progress(struct srun *run)
+{
+	uint64_t progress = run->progress_ns;
+
+	drain(run);
+	return run->progress_ns != progress || run->err != 0;
+}
+
 /*
  * The streams' rounds, from each one's first block (first[s], the least
  * any rank selected; NO_FIRST: none, the stream is done) to the last.
@@ -369,18 +394,17 @@ run_streams(struct srun *run, const float *first)
 		uint64_t until = run->progress_ns + timeout_ns;
 
 		now = tally_lib_now_ns();
-		if (now >= until)
+		if (now >= until && !late_progress(run))
 			return tally_ctx_fail(ctx, -ETIMEDOUT, "no sparse result "
 				"from the dataplane for %u ms (%u of %u streams "
 				"done): a member is missing, or its packets are "
 				"dropped", ctx->timeout_ms, run->w - run->left,
 				run->w);
+		if (now >= until)
+			continue;
 		if (now >= next) {
 			/* Read first: what arrived is not overdue. */
-			for (int i = 0; i < 64 && run->err == 0; i++)
-				if (receive(run, 0, 0) <= 0)
-					break;
-			flush(run);
+			drain(run);
 			if (run->left > 0 && run->err == 0)
 				retransmit(run, tally_lib_now_ns());
 			continue;

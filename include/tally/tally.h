@@ -91,7 +91,9 @@ struct tally_ctx_opts {
 				 * random (chunks lost together do not go
 				 * again together) */
 	unsigned int timeout_ms; /* an allreduce fails with -ETIMEDOUT when
-				 * no result arrived for this long, 0 = 5000 */
+				 * no result arrived for this long (what
+				 * waits in the socket when the deadline
+				 * passes counts as arrived), 0 = 5000 */
 	uint8_t narrow;		/* the job returns narrow sums in their own
 				 * width (tally-dp's job "narrow"); tally_open()
 				 * learns it from tallyd */
@@ -648,7 +650,8 @@ struct tally_ctx_stats {
 				 * finish encoding a segment: what the
 				 * double buffering did not hide */
 	uint64_t cuda_net_ns;	/* time the segments spent in the window
-				 * (on the network) */	uint64_t tp_errors;	/* the transport's failures that end the
+				 * (on the network) */
+	uint64_t tp_errors;	/* the transport's failures that end the
 				 * context (rdma: completions with an
 				 * error status; the first one's status
 				 * is in tally_ctx_error()) */

@@ -38,6 +38,7 @@
 #include <tally/tally.h>
 
 #include "lib/ctx.h"
+#include "latetp.h"
 #include "loopagg.h"
 #include "../gpu/fixp_bound.h"
 
@@ -1184,6 +1185,38 @@ transport_errors(void **state)
 	assert_int_equal(fake.sent, 4);	/* the window's first chunks */
 }
 
+/*
+ * A worker descheduled past its call's deadline, its results waiting in
+ * the socket (latetp.h): the call takes them and succeeds.
+ */
+static void
+late_reader_takes_waiting_results(void **state)
+{
+	struct loopagg_conf ac = agg_conf(1);
+	struct loopagg *a = loopagg_start(&ac);
+	struct latetp late = { .late_ms = 60 };
+	struct tally_ctx_opts o;
+	struct tally_ctx *ctx;
+	int32_t v[3 * ELEMS + 5];
+
+	(void)state;
+	assert_non_null(a);
+	o = opts_for(a, 0, 1);
+	o.timeout_ms = 20;	/* each late read is three times as long */
+	assert_int_equal(tally_ctx_open(&o, &ctx), 0);
+	latetp_wrap(&late, ctx);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		v[i] = (int32_t)i - 7;
+	assert_int_equal(tally_allreduce_i32(ctx, v, sizeof(v) / sizeof(v[0])),
+		0);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		assert_int_equal(v[i], (int32_t)i - 7);
+	assert_true(late.slept > 0);
+	latetp_unwrap(&late, ctx);
+	tally_ctx_close(ctx);
+	loopagg_stop(a, NULL);
+}
+
 /* Two contexts cannot bind the same port. */
 static void
 bind_in_use(void **state)
@@ -1210,6 +1243,7 @@ main(void)
 		cmocka_unit_test(bad_args),
 		cmocka_unit_test(bind_in_use),
 		cmocka_unit_test(transport_errors),
+		cmocka_unit_test(late_reader_takes_waiting_results),
 		cmocka_unit_test_teardown(i32_sizes, teardown),
 		cmocka_unit_test_teardown(f32_sizes, teardown),
 		cmocka_unit_test_teardown(sharded_two_aggregators, teardown),

@@ -25,6 +25,7 @@
 
 #include "../bench/codec_ref.h"
 #include "lib/ctx.h"
+#include "latetp.h"
 #include "loopagg.h"
 
 #define JOB	6
@@ -259,6 +260,53 @@ odd_addresses(void **state)
 	one("sparse,density=0.05,est=topk", 0, 1);
 }
 
+/*
+ * A rank descheduled past its call's deadline, its results waiting in
+ * the socket (latetp.h): the scale round and every stream's rounds take
+ * them and succeed, with the same sums as a world of one without the
+ * lateness (bench_codec_reference()).
+ */
+static void
+late_reader(void **state)
+{
+	const char *spec = "sparse,density=0.05,est=topk";
+	struct loopagg_conf ac = {
+		.job = JOB, .token = TOKEN, .world = 1, .window = 8,
+		.max_elems = 256, .seed = 3,
+	};
+	struct bench_codec_ref cr = { .world = 1, .n = N, .gen = gen };
+	struct loopagg *a = loopagg_start(&ac);
+	struct latetp late = { .late_ms = 60 };
+	float *buf = malloc(N * sizeof(float)), *ref = malloc(N * sizeof(float));
+	struct tally_ctx_opts o = {
+		.dp_addr = "127.0.0.1", .job = JOB, .token = TOKEN,
+		.world = 1, .window = 8, .elems = 256, .rto_us = 500,
+		.timeout_ms = 20, .codec = spec,	/* a third of late_ms */
+	};
+	struct tally_ctx *ctx;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(buf);
+	assert_non_null(ref);
+	assert_int_equal(tally_codec_parse(spec, &cr.codec, NULL, 0), 0);
+	cr.seed = cr.codec.seed;
+	assert_int_equal(bench_codec_reference(&cr, ref), 0);
+	gen(NULL, 0, 0, N, buf);
+	o.dp_port = loopagg_port(a);
+	assert_int_equal(tally_ctx_open(&o, &ctx), 0);
+	latetp_wrap(&late, ctx);
+	if (tally_allreduce(ctx, buf, N) != 0)
+		fail_msg("late rank: %s", tally_ctx_error(ctx));
+	assert_memory_equal(buf, ref, N * sizeof(float));
+	assert_true(late.slept > 0);
+	latetp_unwrap(&late, ctx);
+	tally_ctx_close(ctx);
+	loopagg_stop(a, NULL);
+	free(buf);
+	free(ref);
+}
+
 int
 main(void)
 {
@@ -266,6 +314,7 @@ main(void)
 		cmocka_unit_test(exact_topk),
 		cmocka_unit_test(sidco_with_loss),
 		cmocka_unit_test(odd_addresses),
+		cmocka_unit_test(late_reader),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
