@@ -47,7 +47,8 @@
  * 0, the context's counters account for every datagram it received:
  * bytes_received is their bytes, and results, duplicates, stale, forged
  * and nacks count each packet once (a datagram that looks like a bundle
- * of DONEs counting as one packet or as its entries).
+ * of DONEs counting as one packet or as its entries), and ignored each
+ * empty datagram.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -129,6 +130,7 @@ struct harness {
 					 * injection */
 	/* Of what the context received (len > 0): */
 	uint64_t bytes, pkts_min, pkts_max;
+	uint64_t empty;			/* datagrams of no byte */
 };
 
 static struct tally_job *jobs[NJOBS];
@@ -365,6 +367,8 @@ deliver(struct harness *h, struct tally_rx_pkt *p, struct dgram d, int copy,
 		h->bytes += len;
 		h->pkts_min++;
 		h->pkts_max += k;
+	} else {
+		h->empty++;
 	}
 }
 
@@ -678,6 +682,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		CHECK(after.bytes_received - before.bytes_received == h.bytes);
 		CHECK(t >= h.pkts_min && t <= h.pkts_max);
+		CHECK(after.ignored - before.ignored == h.empty);
 	}
 	close_ctx(ctx, udp);
 	harness_free(&h);

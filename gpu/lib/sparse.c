@@ -337,9 +337,12 @@ receive(struct srun *run, uint64_t now, uint64_t until)
 	now = tally_lib_now_ns();
 	if (wait_ns > 0)
 		tally_retx_woke(&ctx->retx, until, now);
-	for (i = 0; i < rc && run->err == 0; i++)
+	for (i = 0; i < rc && run->err == 0; i++) {
 		if (rx[i].len > 0)
 			take(run, rx[i].buf, rx[i].len, now);
+		else
+			ctx->st.ignored++;	/* empty, or not ours */
+	}
 	return rc;
 }
 

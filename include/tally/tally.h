@@ -676,6 +676,11 @@ struct tally_ctx_stats {
 				 * membership) */
 	uint64_t ring_bad_frames; /* frames refused: another call, step or
 				 * size (the ranks out of step) */
+	uint64_t ignored;	/* datagrams dropped before a header was
+				 * read: empty ones, and those the
+				 * transport found not to come from the
+				 * job's dataplane (AF_XDP, RDMA, a
+				 * sharded job's socket) */
 };
 
 /* Copies the context's counters to *st. Borrows ctx. */

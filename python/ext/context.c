@@ -503,7 +503,7 @@ ctx_info(struct ext_ctx *c, PyObject *unused)
 /*
  * Sets the counters of why retransmissions went and of gaps (struct
  * tally_ctx_stats: rack, probes, timeouts, spurious, tp_errors,
- * gap_nacks, result_gaps, gap_resends) in d. Returns 0 or -1.
+ * gap_nacks, result_gaps, gap_resends, the ring's, ignored) in d. Returns 0 or -1.
  */
 static int
 stats_retx(PyObject *d, const struct tally_ctx_stats *s)
@@ -518,7 +518,8 @@ stats_retx(PyObject *d, const struct tally_ctx_stats *s)
 		set_u64(d, "gap_resends", s->gap_resends) ||
 		set_u64(d, "ring_calls", s->ring_calls) ||
 		set_u64(d, "ring_refused", s->ring_refused) ||
-		set_u64(d, "ring_bad_frames", s->ring_bad_frames) ? -1 : 0;
+		set_u64(d, "ring_bad_frames", s->ring_bad_frames) ||
+		set_u64(d, "ignored", s->ignored) ? -1 : 0;
 }
 
 /* Context.stats() -> dict: tally_ctx_stats() by name. */

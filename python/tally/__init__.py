@@ -432,7 +432,8 @@ class Context:
         buffering did not hide) and cuda_net_ns (segments in the
         window); on the ring fallback ring_calls, ring_refused (peers
         refused at the hello) and ring_bad_frames (frames out of
-        step)."""
+        step); ignored (datagrams dropped before a header was read:
+        empty, or not from the job's dataplane)."""
         return self._c.stats()
 
     def close(self):

@@ -1217,6 +1217,77 @@ late_reader_takes_waiting_results(void **state)
 	loopagg_stop(a, NULL);
 }
 
+/*
+ * A transport that adds an empty datagram to every burst its own brings
+ * (as a 0-byte datagram from the dataplane's address, or one the
+ * transport found not to be the dataplane's, reach the window).
+ */
+struct empty_tp {
+	struct tally_transport tp;
+	struct tally_transport *inner;
+	uint64_t added;
+};
+
+static int
+empty_send(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
+	unsigned int n)
+{
+	return tally_transport_send(((struct empty_tp *)tp)->inner, pkts, n);
+}
+
+static int
+empty_recv(struct tally_transport *tp, struct tally_rx_pkt *pkts,
+	unsigned int n, unsigned int timeout_us)
+{
+	struct empty_tp *e = (struct empty_tp *)tp;
+	int rc = tally_transport_recv(e->inner, pkts, n - 1, timeout_us);
+
+	if (rc > 0) {
+		pkts[rc].len = 0;
+		e->added++;
+		rc++;
+	}
+	return rc;
+}
+
+static const struct tally_transport_ops empty_ops = {
+	.send = empty_send, .recv = empty_recv, .destroy = fake_destroy,
+};
+
+/* Empty datagrams are counted as ignored, and change nothing else. */
+static void
+empty_datagrams_counted(void **state)
+{
+	struct loopagg_conf ac = agg_conf(1);
+	struct loopagg *a = loopagg_start(&ac);
+	struct empty_tp e = { .tp = { .ops = &empty_ops, .name = "empty" } };
+	struct tally_ctx_opts o;
+	struct tally_ctx_stats st;
+	struct tally_ctx *ctx;
+	int32_t v[5 * ELEMS + 1];
+
+	(void)state;
+	assert_non_null(a);
+	o = opts_for(a, 0, 1);
+	assert_int_equal(tally_ctx_open(&o, &ctx), 0);
+	e.inner = ctx->tp;
+	ctx->tp = &e.tp;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		v[i] = (int32_t)(i * 3);
+	assert_int_equal(tally_allreduce_i32(ctx, v, sizeof(v) / sizeof(v[0])),
+		0);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		assert_int_equal(v[i], (int32_t)(i * 3));
+	tally_ctx_stats(ctx, &st);
+	assert_true(e.added > 0);
+	assert_int_equal(st.ignored, e.added);
+	assert_int_equal(st.results, 6);
+	assert_int_equal(st.duplicates, 0);
+	ctx->tp = e.inner;
+	tally_ctx_close(ctx);
+	loopagg_stop(a, NULL);
+}
+
 /* Two contexts cannot bind the same port. */
 static void
 bind_in_use(void **state)
@@ -1244,6 +1315,7 @@ main(void)
 		cmocka_unit_test(bind_in_use),
 		cmocka_unit_test(transport_errors),
 		cmocka_unit_test(late_reader_takes_waiting_results),
+		cmocka_unit_test(empty_datagrams_counted),
 		cmocka_unit_test_teardown(i32_sizes, teardown),
 		cmocka_unit_test_teardown(f32_sizes, teardown),
 		cmocka_unit_test_teardown(sharded_two_aggregators, teardown),

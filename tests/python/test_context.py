@@ -91,6 +91,7 @@ def test_allreduce_returns_x_and_counts():
         s = ctx.stats()
         assert s["results"] >= 4 and s["packets_sent"] >= 4
         assert s["bytes_sent"] > 4000 and s["nacks"] == 0
+        assert s["ignored"] == 0    # no empty or foreign datagram came
 
 
 RETX_KEYS = ("rack", "probes", "timeouts", "spurious", "tp_errors",
