@@ -5,12 +5,14 @@
  *
  * A context of world 2 (rank 0) runs a few calls (an i32 allreduce, an
  * f32 fixed-point allreduce, a block-sparse allreduce, an i32
- * reduce-scatter, an i32 allreduce again) over a transport of this
- * file's own: what the context sends goes to the real engine
- * (tally_agg_process()) in-process, with rank 1's contribution made from
- * rank 0's packet (the same values, its own rank and tag: every sum is
- * twice the input), and the engine's answers to rank 0 are queued for
- * the context to receive. No sockets, no threads: the context's receive
+ * reduce-scatter, an i32 allreduce again, an i32 all-gather) over a
+ * transport of this file's own, toward a dataplane of two ports: what
+ * the context sends goes to the real engine (tally_agg_process())
+ * in-process, with rank 1's contribution made from rank 0's packet (the
+ * same values, its own rank and tag: every sum is twice the input; in
+ * the all-gather, its shard's data where rank 0 asks for it, a request
+ * where rank 0 sends), and the engine's answers to rank 0 are queued
+ * for the context to receive, DONEs bundled as tally-dp bundles them. No sockets, no threads: the context's receive
  * never waits, answers are there as soon as the packets that call for
  * them are sent (the context still reads its clock: a plain job's call
  * that the input put out of step ends after its short timeout).
@@ -80,21 +82,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define N_F32		300
 #define N_SPARSE	1024	/* four blocks, two streams */
 #define N_RS		(N_I32 / 2)	/* a rank's shard: two chunks */
-#define NCALLS		5
+#define N_AG		300	/* all-gather's shard: two chunks */
+#define NPORTS		2	/* the dataplane's ports: two streams */
+#define NCALLS		6
 #define MAX_INJ		512	/* datagrams injected, at most */
 #define HISTORY		16	/* answers kept for copies */
 #define PKT_MAX		(TALLY_HDR_LEN + 4 * ELEMS + TALLY_TAG_LEN)
 #define RANK_OFF	16	/* the wire header's rank byte */
 #define FLAGS_OFF	4
+#define TYPE_OFF	3
 
 enum { JOB_PLAIN, JOB_AUTH, NJOBS };
 
 /* The engine's jobs: world 2, members at any address. */
 static struct tally_job_conf confs[NJOBS] = {
 	{ .id = 21, .token = UINT64_C(0x1122334455667788), .world = 2,
-	  .window = WINDOW, .max_elems = ELEMS },
+	  .window = WINDOW, .max_elems = ELEMS, .nports = NPORTS },
 	{ .id = 22, .token = UINT64_C(0x8877665544332211), .world = 2,
-	  .window = WINDOW, .max_elems = ELEMS, .auth = 1 },
+	  .window = WINDOW, .max_elems = ELEMS, .auth = 1,
+	  .nports = NPORTS },
 };
 
 static const struct tally_addr worker_addr = { 0x0100007f, 0x3930 };
@@ -170,6 +176,33 @@ dup_bytes(const void *p, size_t len)
 	return d;
 }
 
+/*
+ * Adds the DONE at buf (len bytes: a header and its tag) to the answer
+ * queued last when that is a DONE or a bundle of them not yet received
+ * with room, as tally-dp bundles a member's DONEs (docs/protocol.md,
+ * "Bundles"). Returns whether it did.
+ */
+static int
+join_done(struct harness *h, const uint8_t *buf, size_t len)
+{
+	struct dgram *last, d;
+
+	if (h->qtail == h->qhead)
+		return 0;
+	last = &h->queue[h->qtail - 1];
+	if (last->buf[TYPE_OFF] != TALLY_PT_DONE ||
+			tally_bundle_stride(last->buf) != len ||
+			last->len % len != 0 ||
+			last->len + len > TALLY_BUNDLE_MAX * len)
+		return 0;
+	d = new_dgram(last->len + len, 0);
+	memcpy(d.buf, last->buf, last->len);
+	memcpy(d.buf + last->len, buf, len);
+	free(last->base);
+	*last = d;
+	return 1;
+}
+
 /* Queues an answer to rank 0: hdr, payload, tag (NULL: none). */
 static void
 answer(struct harness *h, const struct tally_hdr *hdr, const void *payload,
@@ -186,6 +219,8 @@ answer(struct harness *h, const struct tally_hdr *hdr, const void *payload,
 		memcpy(buf + len, tag, TALLY_TAG_LEN);
 		len += TALLY_TAG_LEN;
 	}
+	if (hdr->type == TALLY_PT_DONE && join_done(h, buf, len))
+		return;
 	if (h->qtail == h->qcap) {
 		h->qcap = h->qcap ? 2 * h->qcap : 64;
 		h->queue = realloc(h->queue, h->qcap * sizeof(*h->queue));
@@ -229,6 +264,32 @@ engine(struct harness *h, const uint8_t *pkt, unsigned int len,
 }
 
 /*
+ * Rank 1's GATHER packet for rank 0's (pkt) in copy (its header there,
+ * rank 1's): the data of a chunk of its own shard (the same values as
+ * rank 0's), where rank 0 asked for it, a request (no payload) where
+ * rank 0 sent its own. Returns its length with room for the tag, or 0
+ * when pkt is not a GATHER the call sends.
+ */
+static unsigned int
+gather_peer(const uint8_t *pkt, unsigned int len, uint8_t *copy, int auth)
+{
+	struct tally_hdr hd;
+	size_t plen = 0;
+
+	if (tally_hdr_decode(pkt, len, &hd) != TALLY_ST_OK)
+		return 0;
+	/* What the context sends is well formed: a shard of this call. */
+	CHECK(hd.status <= 1 && hd.count >= 1);
+	if (hd.status == 1) {
+		CHECK(hd.offset >= N_AG && hd.offset - N_AG + hd.count <= N_AG);
+		plen = tally_enc_payload_len(hd.enc, hd.count);
+		memcpy(copy + TALLY_HDR_LEN, in_i32 + (hd.offset - N_AG), plen);
+	}
+	return (unsigned int)(TALLY_HDR_LEN + plen +
+		(auth ? TALLY_TAG_LEN : 0));
+}
+
+/*
  * Rank 1's copy of rank 0's fresh packet: its rank, and in an
  * authenticated job its own tag.
  */
@@ -244,6 +305,11 @@ peer(struct harness *h, const uint8_t *pkt, unsigned int len)
 		return;
 	memcpy(copy, pkt, len);
 	copy[RANK_OFF] = 1;
+	if (pkt[TYPE_OFF] == TALLY_PT_GATHER) {
+		len = gather_peer(pkt, len, copy, auth);
+		if (len == 0)
+			return;
+	}
 	if (auth) {
 		plen = len - TALLY_HDR_LEN - TALLY_TAG_LEN;
 		tally_mac_tag(&peer_up[h->job], TALLY_MAC_UP, copy,
@@ -469,6 +535,7 @@ open_ctx(struct harness *h, int j, struct tally_transport **udp)
 		.dp_addr = "127.0.0.1", .bind_addr = "127.0.0.1",
 		.job = confs[j].id, .token = confs[j].token,
 		.rank = 0, .world = 2, .window = WINDOW, .elems = ELEMS,
+		.dp_nports = NPORTS,
 		.codec = "sparse,density=0.5,est=topk",
 		/*
 		 * Nothing is lost here: retransmissions go only when the
@@ -502,6 +569,7 @@ struct out {
 	float f32[N_F32];
 	float sp[N_SPARSE];
 	int32_t rs[N_RS];
+	int32_t ag[2 * N_AG];
 };
 
 /* Call i of the sequence on ctx, into o (the inputs copied in first). */
@@ -519,6 +587,11 @@ call(struct tally_ctx *ctx, int i, struct out *o)
 	case 2:
 		memcpy(o->sp, in_sparse, sizeof(in_sparse));
 		return tally_allreduce(ctx, o->sp, N_SPARSE);
+	case 5:
+		/* Both ranks' shards: in_i32's first N_AG each. */
+		memset(o->ag, 0, sizeof(o->ag));
+		return tally_allgather(ctx, in_i32, o->ag, N_AG,
+			TALLY_DT_I32);
 	default:
 		/* Rank 0's shard: the first N_RS of the sums. */
 		memset(o->rs, 0, sizeof(o->rs));
@@ -564,6 +637,8 @@ reference(void)
 	harness_free(&h);
 	for (int j = 0; j < N_RS; j++)
 		CHECK(ref.rs[j] == twice(in_i32[j]));
+	for (int j = 0; j < 2 * N_AG; j++)
+		CHECK(ref.ag[j] == in_i32[j % N_AG]);
 	for (int j = 0; j < N_F32; j++)
 		CHECK(ref.f32[j] == 2 * in_f32[j]);
 	/* The blocks both selected summed, the others zero. */
@@ -662,6 +737,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				sizeof(o.sp)) == 0);
 			CHECK(i != 3 || memcmp(o.rs, ref.rs,
 				sizeof(o.rs)) == 0);
+			CHECK(i != 5 || memcmp(o.ag, ref.ag,
+				sizeof(o.ag)) == 0);
 			continue;
 		}
 		if (rc != 0) {
