@@ -6,8 +6,9 @@
  *
  *   fuzz-replay-<name> PATH...
  *
- * Each PATH is a file or a directory whose regular files are taken, in
- * name order, so a run is the same every time. Every input is read into
+ * Each PATH is a file or a directory whose entries (but dot files) are
+ * taken, in name order, so a run is the same every time; an entry that
+ * is not a regular file fails as one that cannot be read. Every input is read into
  * a buffer of exactly its length (a read past it is ASan's to see) and
  * given to the target once. Output is TAP, one case for the whole
  * corpus (a corpus is one test, however many inputs it holds), and a
@@ -69,7 +70,7 @@ by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The regular files of dir, added in name order (dot files left out). */
+/* The entries of dir, added in name order (dot files left out). */
 static int
 add_dir(struct list *l, const char *dir)
 {
