@@ -40,6 +40,7 @@
 #include "lib/ctx.h"
 #include "latetp.h"
 #include "loopagg.h"
+#include "wraptp.h"
 #include "../gpu/fixp_bound.h"
 
 #define JOB		9
@@ -1212,7 +1213,7 @@ late_reader_takes_waiting_results(void **state)
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		assert_int_equal(v[i], (int32_t)i - 7);
 	assert_true(late.slept > 0);
-	latetp_unwrap(&late, ctx);
+	wraptp_unwrap(&late.w, ctx);
 	tally_ctx_close(ctx);
 	loopagg_stop(a, NULL);
 }
@@ -1223,24 +1224,16 @@ late_reader_takes_waiting_results(void **state)
  * transport found not to be the dataplane's, reach the window).
  */
 struct empty_tp {
-	struct tally_transport tp;
-	struct tally_transport *inner;
+	struct wraptp w;	/* first */
 	uint64_t added;
 };
 
 static int
-empty_send(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
-	unsigned int n)
+empty_recv(struct wraptp *w, struct tally_rx_pkt *pkts, unsigned int n,
+	unsigned int timeout_us)
 {
-	return tally_transport_send(((struct empty_tp *)tp)->inner, pkts, n);
-}
-
-static int
-empty_recv(struct tally_transport *tp, struct tally_rx_pkt *pkts,
-	unsigned int n, unsigned int timeout_us)
-{
-	struct empty_tp *e = (struct empty_tp *)tp;
-	int rc = tally_transport_recv(e->inner, pkts, n - 1, timeout_us);
+	struct empty_tp *e = (struct empty_tp *)w;
+	int rc = tally_transport_recv(w->inner, pkts, n - 1, timeout_us);
 
 	if (rc > 0) {
 		pkts[rc].len = 0;
@@ -1250,17 +1243,13 @@ empty_recv(struct tally_transport *tp, struct tally_rx_pkt *pkts,
 	return rc;
 }
 
-static const struct tally_transport_ops empty_ops = {
-	.send = empty_send, .recv = empty_recv, .destroy = fake_destroy,
-};
-
 /* Empty datagrams are counted as ignored, and change nothing else. */
 static void
 empty_datagrams_counted(void **state)
 {
 	struct loopagg_conf ac = agg_conf(1);
 	struct loopagg *a = loopagg_start(&ac);
-	struct empty_tp e = { .tp = { .ops = &empty_ops, .name = "empty" } };
+	struct empty_tp e = { .added = 0 };
 	struct tally_ctx_opts o;
 	struct tally_ctx_stats st;
 	struct tally_ctx *ctx;
@@ -1270,8 +1259,7 @@ empty_datagrams_counted(void **state)
 	assert_non_null(a);
 	o = opts_for(a, 0, 1);
 	assert_int_equal(tally_ctx_open(&o, &ctx), 0);
-	e.inner = ctx->tp;
-	ctx->tp = &e.tp;
+	wraptp_wrap(&e.w, ctx, "empty", empty_recv, WRAPTP_LENT);
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		v[i] = (int32_t)(i * 3);
 	assert_int_equal(tally_allreduce_i32(ctx, v, sizeof(v) / sizeof(v[0])),
@@ -1283,7 +1271,7 @@ empty_datagrams_counted(void **state)
 	assert_int_equal(st.ignored, e.added);
 	assert_int_equal(st.results, 6);
 	assert_int_equal(st.duplicates, 0);
-	ctx->tp = e.inner;
+	wraptp_unwrap(&e.w, ctx);
 	tally_ctx_close(ctx);
 	loopagg_stop(a, NULL);
 }

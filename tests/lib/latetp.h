@@ -1,29 +1,29 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A transport read late, put in front of a context's own: every receive
- * that may wait stands for a worker descheduled past its call's deadline
- * (it sleeps late_ms and takes nothing); a receive that does not wait
- * reads the real transport. Results that arrive meanwhile wait in the
- * socket, in time: a call must take them, not fail with -ETIMEDOUT.
+ * A transport read late, put in front of a context's own (wraptp.h):
+ * every receive that may wait stands for a worker descheduled past its
+ * call's deadline (it sleeps late_ms and takes nothing); a receive that
+ * does not wait reads the real transport. Results that arrive meanwhile
+ * wait in the socket, in time: a call must take them, not fail with
+ * -ETIMEDOUT.
  *
  * Test infrastructure only.
  */
 #ifndef TALLY_TESTS_LATETP_H
 #define TALLY_TESTS_LATETP_H
 
-#include "lib/ctx.h"
+#include "wraptp.h"
 
 struct latetp {
-	struct tally_transport tp;
-	struct tally_transport *inner;	/* the context's own */
+	struct wraptp w;		/* first */
 	unsigned int late_ms;
 	unsigned int slept;		/* late receives so far */
 };
 
-/* Puts l (late_ms set by the caller) in front of ctx's transport. */
+/*
+ * Puts l (late_ms set by the caller) in front of ctx's transport, which
+ * stays the caller's: wraptp_unwrap(&l->w, ctx) before tally_ctx_close().
+ */
 void latetp_wrap(struct latetp *l, struct tally_ctx *ctx);
-
-/* Gives ctx its own transport back, before tally_ctx_close(). */
-void latetp_unwrap(struct latetp *l, struct tally_ctx *ctx);
 
 #endif

@@ -27,6 +27,7 @@
 #include "lib/ctx.h"
 #include "latetp.h"
 #include "loopagg.h"
+#include "wraptp.h"
 
 #define JOB	6
 #define TOKEN	UINT64_C(0x6666000066660000)
@@ -82,24 +83,16 @@ gen(const void *arg, unsigned int r, size_t i0, size_t len, float *out)
 #define ODD_ROOM	2048
 
 struct odd_tp {
-	struct tally_transport tp;
-	struct tally_transport *inner;
+	struct wraptp w;	/* first */
 	uint8_t buf[TALLY_TP_BURST * ODD_ROOM + 1];
 };
 
 static int
-odd_send(struct tally_transport *tp, const struct tally_tx_pkt *pkts,
-	unsigned int n)
+odd_recv(struct wraptp *w, struct tally_rx_pkt *pkts, unsigned int n,
+	unsigned int timeout_us)
 {
-	return tally_transport_send(((struct odd_tp *)tp)->inner, pkts, n);
-}
-
-static int
-odd_recv(struct tally_transport *tp, struct tally_rx_pkt *pkts,
-	unsigned int n, unsigned int timeout_us)
-{
-	struct odd_tp *o = (struct odd_tp *)tp;
-	int rc = tally_transport_recv(o->inner, pkts, n, timeout_us);
+	struct odd_tp *o = (struct odd_tp *)w;
+	int rc = tally_transport_recv(w->inner, pkts, n, timeout_us);
 
 	for (int i = 0; i < rc; i++) {
 		uint8_t *p = o->buf + 1 + (size_t)i * ODD_ROOM;
@@ -111,34 +104,14 @@ odd_recv(struct tally_transport *tp, struct tally_rx_pkt *pkts,
 	return rc;
 }
 
-static int
-odd_local(struct tally_transport *tp, uint32_t *ip, uint16_t *port)
-{
-	return tally_transport_local(((struct odd_tp *)tp)->inner, ip, port);
-}
-
-static void
-odd_destroy(struct tally_transport *tp)
-{
-	tally_transport_destroy(((struct odd_tp *)tp)->inner);
-	free(tp);
-}
-
-static const struct tally_transport_ops odd_ops = {
-	.send = odd_send, .recv = odd_recv, .local = odd_local,
-	.destroy = odd_destroy,
-};
-
-/* Puts an odd_tp in front of ctx's transport. */
+/* Puts an odd_tp in front of ctx's transport; the close destroys both. */
 static void
 lend_odd(struct tally_ctx *ctx)
 {
 	struct odd_tp *o = calloc(1, sizeof(*o));
 
 	assert_non_null(o);
-	o->tp = (struct tally_transport){ .ops = &odd_ops, .name = "odd" };
-	o->inner = ctx->tp;
-	ctx->tp = &o->tp;
+	wraptp_wrap(&o->w, ctx, "odd", odd_recv, WRAPTP_OWNED);
 }
 
 static void *
@@ -300,7 +273,7 @@ late_reader(void **state)
 		fail_msg("late rank: %s", tally_ctx_error(ctx));
 	assert_memory_equal(buf, ref, N * sizeof(float));
 	assert_true(late.slept > 0);
-	latetp_unwrap(&late, ctx);
+	wraptp_unwrap(&late.w, ctx);
 	tally_ctx_close(ctx);
 	loopagg_stop(a, NULL);
 	free(buf);
