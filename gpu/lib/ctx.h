@@ -346,6 +346,24 @@ struct tally_round {
 uint64_t tally_lib_retx_begin(struct tally_ctx *ctx, uint32_t n);
 uint64_t tally_lib_now_ns(void);
 
+/* Most bursts a drain reads before it lets its loop go on (a flood of
+ * packets is progress anyway). */
+#define TALLY_LIB_DRAIN_BURSTS	64
+
+/* Takes one received datagram of len bytes at buf, read at now (ns). */
+typedef void tally_lib_take_fn(void *arg, const uint8_t *buf, uint32_t len,
+	uint64_t now);
+
+/*
+ * Waits until until at most (not at all when it is now or past) for one
+ * burst from ctx's transport and hands each datagram to take(arg, ...),
+ * while *err is 0 (take may set it). Returns how many came, or 0 with
+ * *err set to the failure (ctx->err says it) when the transport failed
+ * (rx.c).
+ */
+int tally_lib_receive(struct tally_ctx *ctx, uint64_t now, uint64_t until,
+	tally_lib_take_fn *take, void *arg, int *err);
+
 /*
  * Makes ctx (plain so far, no allreduce run yet) an authenticated job's
  * member with keys (borrowed): expands them into ctx->mac. Returns 0,

@@ -310,40 +310,20 @@ take(struct srun *run, const uint8_t *buf, uint32_t len, uint64_t now)
 	contribute(run, h.slot, h.next_block, now);
 }
 
-/* As window.c's: waits until until at most, takes a burst, says how
- * many came. */
+/* take() as tally_lib_receive() calls it. */
+static void
+take_any(void *arg, const uint8_t *buf, uint32_t len, uint64_t now)
+{
+	take(arg, buf, len, now);
+}
+
+/* Waits until until at most for one burst and takes it; says how many
+ * came. */
 static int
 receive(struct srun *run, uint64_t now, uint64_t until)
 {
-	struct tally_ctx *ctx = run->ctx;
-	struct tally_rx_pkt rx[TALLY_TP_BURST];
-	uint64_t wait_ns = until > now ? until - now : 0;
-	int rc, i;
-
-	if (wait_ns > 1000000000u)
-		wait_ns = 1000000000u;
-	for (i = 0; i < TALLY_TP_BURST; i++) {
-		rx[i].buf = ctx->rxbuf + (size_t)i * ctx->rx_room;
-		rx[i].room = ctx->rx_room;
-		rx[i].len = 0;
-	}
-	rc = tally_transport_recv(ctx->tp, rx, TALLY_TP_BURST,
-		(unsigned int)((wait_ns + 999) / 1000));
-	if (rc < 0) {
-		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
-			ctx->tp->name, tally_transport_strerror(ctx->tp, rc));
-		return 0;
-	}
-	now = tally_lib_now_ns();
-	if (wait_ns > 0)
-		tally_retx_woke(&ctx->retx, until, now);
-	for (i = 0; i < rc && run->err == 0; i++) {
-		if (rx[i].len > 0)
-			take(run, rx[i].buf, rx[i].len, now);
-		else
-			ctx->st.ignored++;	/* empty, or not ours */
-	}
-	return rc;
+	return tally_lib_receive(run->ctx, now, until, take_any, run,
+		&run->err);
 }
 
 /* Takes every packet already there, without waiting (a bounded number
@@ -351,7 +331,7 @@ receive(struct srun *run, uint64_t now, uint64_t until)
 static void
 drain(struct srun *run)
 {
-	for (int i = 0; i < 64 && run->err == 0; i++)
+	for (int i = 0; i < TALLY_LIB_DRAIN_BURSTS && run->err == 0; i++)
 		if (receive(run, 0, 0) <= 0)
 			break;
 	flush(run);

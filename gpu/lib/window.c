@@ -34,7 +34,6 @@
 #include "batch.h"
 #include "ctx.h"
 
-#define DRAIN_BURSTS	64	/* most bursts read before a retransmission */
 #define TALLY_COLL_RUN	8	/* a shard's chunks in a row, in a round
 				 * with owners (chunk_place()) */
 
@@ -635,6 +634,13 @@ take_dgram(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 		take(run, buf + (size_t)i * stride, stride, now);
 }
 
+/* take_dgram() as tally_lib_receive() calls it. */
+static void
+take_any(void *arg, const uint8_t *buf, uint32_t len, uint64_t now)
+{
+	take_dgram(arg, buf, len, now);
+}
+
 /*
  * Waits until until at most (not at all when it is now or past) for one
  * burst of packets and takes them. Returns how many came.
@@ -642,35 +648,8 @@ take_dgram(struct run *run, const uint8_t *buf, uint32_t len, uint64_t now)
 static int
 receive(struct run *run, uint64_t now, uint64_t until)
 {
-	struct tally_ctx *ctx = run->ctx;
-	struct tally_rx_pkt rx[TALLY_TP_BURST];
-	uint64_t wait_ns = until > now ? until - now : 0;
-	int rc, i;
-
-	if (wait_ns > 1000000000u)
-		wait_ns = 1000000000u;	/* the loop comes back anyway */
-	for (i = 0; i < TALLY_TP_BURST; i++) {
-		rx[i].buf = ctx->rxbuf + (size_t)i * ctx->rx_room;
-		rx[i].room = ctx->rx_room;
-		rx[i].len = 0;
-	}
-	rc = tally_transport_recv(ctx->tp, rx, TALLY_TP_BURST,
-		(unsigned int)((wait_ns + 999) / 1000));
-	if (rc < 0) {
-		run->err = tally_ctx_fail(ctx, rc, "%s transport: receive: %s",
-			ctx->tp->name, tally_transport_strerror(ctx->tp, rc));
-		return 0;
-	}
-	now = tally_lib_now_ns();
-	if (wait_ns > 0)	/* slept: how late did it wake? */
-		tally_retx_woke(&ctx->retx, until, now);
-	for (i = 0; i < rc && run->err == 0; i++) {
-		if (rx[i].len > 0)
-			take_dgram(run, rx[i].buf, rx[i].len, now);
-		else
-			ctx->st.ignored++;	/* empty, or not ours */
-	}
-	return rc;
+	return tally_lib_receive(run->ctx, now, until, take_any, run,
+		&run->err);
 }
 
 /* Takes every packet already there, without waiting (a bounded number
@@ -678,7 +657,7 @@ receive(struct run *run, uint64_t now, uint64_t until)
 static void
 drain(struct run *run)
 {
-	for (int i = 0; i < DRAIN_BURSTS && run->err == 0; i++)
+	for (int i = 0; i < TALLY_LIB_DRAIN_BURSTS && run->err == 0; i++)
 		if (receive(run, 0, 0) <= 0)
 			break;
 	flush(run);
