@@ -77,6 +77,25 @@ def usage_errors():
        "bench-allreduce --help: exit 0, usage with --sizes and --reps")
 
 
+def napi_usage():
+    """--napi-thread is taken with tally-dp's af_xdp port (the default
+    at MTU 1500) and refused, saying why, with another driver (also the
+    one MTU 9000 picks) or with several tally-dp ports."""
+    drv = os.path.join(TOP, "tools/bench-allreduce")
+    rc, out, err = run([drv, "--dry-run", "--napi-thread"])
+    ok(rc == 0 and "tally: codec fixp" in out,
+       f"bench-allreduce --dry-run --napi-thread: taken (rc {rc}; "
+       f"{err.strip()})")
+    for args, why in ((["--pmd", "af_packet"], "not af_packet's"),
+                      (["--mtu", "9000"], "not pcap's"),
+                      (["--systems", "tally,tally-shard2"],
+                       "not the tally-shard rows")):
+        rc, _, err = run([drv, "--dry-run", "--napi-thread"] + args)
+        ok(rc == 2 and "usage:" in err and "--napi-thread: " in err and
+           why in err, f"bench-allreduce --napi-thread {' '.join(args)}: "
+           f"exit 2, {why} (got {rc}; {err.strip()[:200]})")
+
+
 def dry_runs():
     """--dry-run: no root, nothing set up; each tally system's job as
     run_tally would add it. bf16 and f16 take tally-mcast (32-bit lanes,
@@ -267,6 +286,24 @@ def report_mcast():
        "report: tally-mcast's setup line names the group")
 
 
+def report_napi():
+    """A row run with --napi-thread says so in its setup line: its
+    workers' CPU figure leaves out tally-dp's receive path, which no
+    process's figure then holds."""
+    d = tempfile.mkdtemp(prefix="ba-report.")
+    t = tally([0.04] * 2, [0.01] * 2, [0.003] * 2, [[30, 40]] * 2)
+    t.update(napi_thread=True)
+    put(d, "tally", 4 * MIB, 1, t)
+    put(d, "gloo", 4 * MIB, 1, gloo([0.06] * 2, [0.02] * 2, [[10, 40]] * 2))
+    rc, out, err = run(report_cmd(d, [4 * MIB], 1))
+    ok(rc == 0 and "tally: tally-dp on net_af_xdp, idle back-off 50 us; "
+       "codec fixp, 352 elements a packet, window 64; tally-dp's port "
+       "receives in a kernel thread (--napi-thread: its receive path is "
+       "in no process's CPU figure)" in out,
+       f"report: a --napi-thread row's setup line says so (rc {rc}; "
+       f"{err.strip()})")
+
+
 def report_loss():
     """Loss mode at 1 MiB, two repetitions: tally's best calls 0.010 and
     0.012 s (median 0.011), tally+loss's 0.012 and 0.014 (median 0.013):
@@ -443,6 +480,7 @@ def report_op_q8():
 
 def main():
     usage_errors()
+    napi_usage()
     dry_runs()
     report()
     report_bf16()
@@ -450,6 +488,7 @@ def main():
     report_op_q8()
     report_sparse()
     report_mcast()
+    report_napi()
     report_loss()
     report_failed()
     print(f"1..{n}")

@@ -304,7 +304,11 @@ def setups(runs):
                        + f", {r['elems']} elements a packet, window "
                        f"{r['window']}"
                        + (f"; results to multicast group {r['group']}"
-                          if r.get("group") else ""))
+                          if r.get("group") else "")
+                       + ("; tally-dp's port receives in a kernel thread "
+                          "(--napi-thread: its receive path is in no "
+                          "process's CPU figure)"
+                          if r.get("napi_thread") else ""))
         if r.get("codec", "").startswith("sparse") and "dp_stats" in r:
             # Rounds a call: one a block of the union, plus the scale
             # round's chunks (the max and a first block a stream).
