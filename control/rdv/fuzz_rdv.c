@@ -6,10 +6,12 @@
  * text must parse back to the same message.
  */
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "rdv/msg.h"
+
+#define FUZZ_NAME "fuzz-rdv"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -24,15 +26,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size >= 4)
 		(void)tally_rdv_frame_len(data);
 	if (tally_rdv_parse(data, size, &m, why, sizeof(why)) != 0) {
-		if (why[0] == '\0')
-			abort();	/* a refusal always says why */
+		CHECK(why[0] != '\0');	/* a refusal always says why */
 		return 0;
 	}
 	n = tally_rdv_format(&m, buf, sizeof(buf));
-	if (n < 4 || tally_rdv_frame_len(buf) != (size_t)n - 4)
-		abort();
-	if (tally_rdv_parse(buf + 4, (size_t)n - 4, &m2, why, sizeof(why)) != 0
-			|| memcmp(&m, &m2, sizeof(m)) != 0)
-		abort();
+	CHECK(n >= 4 && tally_rdv_frame_len(buf) == (size_t)n - 4);
+	CHECK(tally_rdv_parse(buf + 4, (size_t)n - 4, &m2, why,
+		sizeof(why)) == 0);
+	CHECK(memcmp(&m, &m2, sizeof(m)) == 0);
 	return 0;
 }

@@ -7,11 +7,13 @@
  */
 #include <errno.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "tally/proto.h"
 #include "ctl_parse.h"
+
+#define FUZZ_NAME "fuzz-ctl"
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -24,21 +26,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	rc = tallyd_ctl_parse((const char *)data, size, &r, why, sizeof(why));
 	if (rc != 0) {
-		if ((rc != -EINVAL && rc != -EOPNOTSUPP) || why[0] == '\0')
-			abort();
+		CHECK(rc == -EINVAL || rc == -EOPNOTSUPP);
+		CHECK(why[0] != '\0');
 		return 0;
 	}
-	if (r.cmd >= TALLYD_CTL_MAX_)
-		abort();
-	if ((r.cmd == TALLYD_CTL_JOB_CREATE || r.cmd == TALLYD_CTL_JOB_SHOW ||
-			r.cmd == TALLYD_CTL_JOB_DELETE) &&
-			!tally_rdv_name_ok(r.name))
-		abort();
-	if (r.cmd == TALLYD_CTL_JOB_CREATE && (r.world < 1 ||
-			r.world > TALLY_MAX_WORKERS || r.window < 1 ||
-			r.window > 32768 || r.max_elems < 1 ||
-			r.max_elems > TALLY_MAX_ELEMS ||
-			(r.group_ip != 0 && (r.group_ip >> 28) != 0xe)))
-		abort();
+	CHECK(r.cmd < TALLYD_CTL_MAX_);
+	if (r.cmd == TALLYD_CTL_JOB_CREATE || r.cmd == TALLYD_CTL_JOB_SHOW ||
+			r.cmd == TALLYD_CTL_JOB_DELETE)
+		CHECK(tally_rdv_name_ok(r.name));
+	if (r.cmd == TALLYD_CTL_JOB_CREATE) {
+		CHECK(r.world >= 1 && r.world <= TALLY_MAX_WORKERS);
+		CHECK(r.window >= 1 && r.window <= 32768);
+		CHECK(r.max_elems >= 1 && r.max_elems <= TALLY_MAX_ELEMS);
+		CHECK(r.group_ip == 0 || (r.group_ip >> 28) == 0xe);
+	}
 	return 0;
 }

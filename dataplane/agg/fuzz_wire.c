@@ -21,7 +21,6 @@
  * once in the engine's counters; and every slot stays consistent.
  */
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,15 +30,10 @@
 #include "agg/job.h"
 #include "agg/jobtab.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#define FUZZ_NAME "fuzz-wire"
+#include "fuzz_check.h"
 
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "fuzz-wire: %s:%d: check failed: %s\n", \
-			__FILE__, __LINE__, #c);			\
-		abort();						\
-	}								\
-} while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define NJOBS 5
 #define SPINE_IP IP(10, 0, 0, 9)

@@ -12,23 +12,16 @@
  * group or none; a job_del that parses names an id.
  */
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include "admin_parse.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#define FUZZ_NAME "fuzz-admin"
+#include "fuzz_check.h"
 
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "fuzz-admin: %s:%d: check failed: %s\n", \
-			__FILE__, __LINE__, #c);			\
-		abort();						\
-	}								\
-} while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A refusal's sentence: non-empty and terminated inside its buffer. */
 static void

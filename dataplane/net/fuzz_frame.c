@@ -19,7 +19,6 @@
  * ICRC check leaves the frame's bytes as they were.
  */
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,15 +27,10 @@
 #include "net/net.h"
 #include "net/roce.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#define FUZZ_NAME "fuzz-frame"
+#include "fuzz_check.h"
 
-#define CHECK(c) do {							\
-	if (!(c)) {							\
-		fprintf(stderr, "fuzz-frame: %s:%d: check failed: %s\n", \
-			__FILE__, __LINE__, #c);			\
-		abort();						\
-	}								\
-} while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define HEADROOM 128
 #define MAX_FRAME 9216
