@@ -466,7 +466,10 @@ def helps():
             (["help", "job", "delete"], "Usage: tallyctl job delete NAME\n"),
             (["top", "--help"],
              "Usage: tallyctl top [--interval S] [--count N]\n"),
-            (["--version"], "tallyctl 0.1.0\n")):
+            (["--version"], "tallyctl 0.1.0\n"),
+            # a global option, so after the command as well
+            (["ping", "--version"], "tallyctl 0.1.0\n"),
+            (["job", "create", "x", "--version"], "tallyctl 0.1.0\n")):
         rc, out, err = run(*args)
         ok(rc == 0 and out.startswith(want) and err == "",
            "tallyctl %s" % " ".join(args), *show(rc, out, err))

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "num.h"
+#include "tally_config.h"
 #include "tallyctl.h"
 
 int
@@ -126,6 +127,12 @@ tallyctl_common_arg(struct tallyctl *g, int argc, char **argv, int *i,
 
 	if (tallyctl_is_help(argv[*i])) {
 		tallyctl_usage(stdout, g->group, g->cmd);
+		*status = TALLYCTL_EXIT_OK;
+		return -1;
+	}
+	/* A global option, so after the command too, as --help. */
+	if (strcmp(argv[*i], "--version") == 0) {
+		printf("tallyctl %s\n", TALLY_VERSION);
 		*status = TALLYCTL_EXIT_OK;
 		return -1;
 	}
