@@ -18,11 +18,9 @@ none that do not exist. Neither needs root (the sockets and state are
 in a temporary directory, the metrics port is the kernel's pick); where
 tally-dp's EAL does not come up, the whole test is one skip saying why.
 """
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,10 @@ import urllib.request
 
 import doclib
 from doclib import diag, md_section, ok, read, skip
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "e2e"))
+from dpadmin import call as admin  # noqa: E402
 
 doclib.SRC, DP, TALLYD, TALLYCTL = sys.argv[1:5]
 
@@ -57,17 +59,6 @@ def compare(page, real, doc, what):
         else ""))
     ok(not stale, "%s names no %s that does not exist%s" % (
         page, what, " (stale: %s)" % ", ".join(stale) if stale else ""))
-
-
-def admin(path, req, timeout=5.0):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.settimeout(timeout)
-    try:
-        s.connect(path)
-        s.send(json.dumps(req).encode())
-        return json.loads(s.recv(1 << 20))
-    finally:
-        s.close()
 
 
 def wait_for(fn, secs=20.0):

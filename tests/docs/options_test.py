@@ -101,7 +101,14 @@ def compare(page, real, doc, what, but=""):
         page, what, " (stale: %s)" % ", ".join(stale) if stale else ""))
 
 
-def refused_check(prog, refused):
+def refused_check(prog, cases, argv_of,
+                  unknown=r"unrecognized option|invalid option"):
+    """One TAP line: prog refuses none of cases (options, or arguments
+    that give one) as unknown (getopt's words, or unknown); argv_of(case)
+    is the command line that gives it."""
+    refused = [c if isinstance(c, str) else " ".join(c)
+               for c in sorted(cases)
+               if re.search(unknown, run(argv_of(c))[2])]
     ok(not refused, "%s takes every option its help and pages name%s" % (
         prog, " (refused: %s)" % "; ".join(refused) if refused else ""))
 
@@ -143,15 +150,10 @@ def check_dp(exe, tmp):
     docs = (roff_opts(man_section(man, "SYNOPSIS")) - {"--"}) | \
         roff_opts("\n".join(man_tp_heads(man_section(man, "OPTIONS")))) | \
         opts(md_code(head)) | md_table_opts(head)
-    refused = []
-    for o in sorted(real[""] | docs):
-        # --name=x: refused as unknown, or taken (a bad value, a missing
-        # --addr, or -h's usage: anything but "unrecognized").
-        arg = o if len(o) == 2 else o + "=x"
-        rc, out, err = run([exe] + eal() + ["--", arg])
-        if re.search(r"unrecognized option|invalid option", err):
-            refused.append(o)
-    refused_check("tally-dp", refused)
+    # --name=x: refused as unknown, or taken (a bad value, a missing
+    # --addr, or -h's usage: anything but "unrecognized").
+    refused_check("tally-dp", real[""] | docs, lambda o: [exe] + eal() + [
+        "--", o if len(o) == 2 else o + "=x"])
 
 
 # --- tallyd ------------------------------------------------------------------
@@ -188,16 +190,11 @@ def check_tallyd(exe, tmp):
 
     docs = man_opts | md_table_opts(head) | syn[
         "docs/man/tallyd.8 SYNOPSIS"] | syn["docs/tools/tallyd.md synopsis"]
-    refused = []
-    for o in sorted(real[""] | docs):
-        # Never starts: --check-config opens nothing, -c a file that is
-        # not there stops it first.
-        arg = [o, "x"] if len(o) == 2 else [o + "=x"]
-        rc, out, err = run([exe, "-c", "/dev/null"] + arg +
-                           ["--check-config"])
-        if re.search(r"unrecognized option|invalid option", err):
-            refused.append(o)
-    refused_check("tallyd", refused)
+    # Never starts: --check-config opens nothing, -c a file that is not
+    # there stops it first.
+    refused_check("tallyd", real[""] | docs, lambda o: [
+        exe, "-c", "/dev/null"] + ([o, "x"] if len(o) == 2 else [o + "=x"]) +
+        ["--check-config"])
 
 
 # --- tallyctl ----------------------------------------------------------------
@@ -292,18 +289,16 @@ def check_tallyctl(exe, tmp):
     for d in (syn, tables, body):
         for k, v in d.items():
             docs.setdefault(k, set()).update(v)
-    refused = []
+    cases = []
     for cmd in sorted(set(real) | set(docs)):
-        argv_cmd = cmd.split() if cmd else ["ping"]
+        argv_cmd = tuple(cmd.split()) if cmd else ("ping",)
         for o in sorted(real.get(cmd, set()) | docs.get(cmd, set())):
             # Alone: one that wants a value says so, not "unknown".
-            places = [[o] + argv_cmd, argv_cmd + [o]] if not cmd \
-                else [argv_cmd + [o]]
-            for argv in places:
-                rc, out, err = run([exe, "--socket", sock] + argv)
-                if "unknown option" in err:
-                    refused.append("tallyctl " + " ".join(argv))
-    refused_check("tallyctl", refused)
+            cases.append(argv_cmd + (o,))
+            if not cmd:
+                cases.append((o,) + argv_cmd)
+    refused_check("tallyctl", cases, lambda c: [exe, "--socket", sock] +
+                  list(c), "unknown option")
 
 
 def main():
