@@ -14,9 +14,11 @@ are checked, one TAP line per page and direction: every tally-dp counter
 is named in docs/tools/tally-dp.md ("Counters" for the lcore counters,
 "Admin socket" for a job's and the admin object's), every family and
 tally_dp_drops_total reason in docs/metrics.md, and those pages name
-none that do not exist. Neither needs root (the sockets and state are
-in a temporary directory, the metrics port is the kernel's pick); where
-tally-dp's EAL does not come up, the whole test is one skip saying why.
+none that do not exist; and no page (docs/, README.md) names a drop_*
+counter or a *_total family that does not exist. Neither needs root
+(the sockets and state are in a temporary directory, the metrics port is
+the kernel's pick); where tally-dp's EAL does not come up, the whole
+test is one skip saying why.
 """
 import os
 import re
@@ -139,6 +141,27 @@ def check_dp_page(total, job, adm):
             "key of stats' admin object")
 
 
+def all_pages():
+    """Every page a user reads: docs/ (man pages too) and README.md."""
+    out = ["README.md"]
+    for d, _, files in os.walk(os.path.join(doclib.SRC, "docs")):
+        out += [os.path.relpath(os.path.join(d, f), doclib.SRC)
+                for f in files if f.endswith((".md", ".8"))]
+    return sorted(out)
+
+
+def check_drop_names(total):
+    """Every drop_* counter named anywhere is one tally-dp has."""
+    named = set()
+    for page in all_pages():
+        named |= set(re.findall(r"\bdrop_[a-z0-9_]*[a-z0-9]\b", read(page)))
+    stale = sorted(named - total)
+    ok(named and not stale, "docs/, docs/man, README.md name no drop_* "
+       "counter tally-dp lacks (%d named)%s" % (len(named), " (stale: %s)" %
+                                               ", ".join(stale) if stale
+                                               else ""))
+
+
 def start_tallyd(tmp, dp_sock):
     log_path = os.path.join(tmp, "tallyd.log")
     log = open(log_path, "w")
@@ -218,6 +241,17 @@ def check_metrics(tmp, dp_sock, dp_total):
                 doc |= first_cells(t)
     compare("docs/metrics.md", real, doc, "family")
 
+    # Anywhere a user reads (PromQL examples, troubleshooting): every
+    # counter family named is one.
+    named = set()
+    for page in all_pages():
+        named |= set(re.findall(r"\btally(?:d|_job|_dp)_[a-z0-9_]+_total\b",
+                                read(page)))
+    stale = sorted(named - real)
+    ok(not stale, "docs/, docs/man, README.md name no counter family that "
+       "does not exist (%d named)%s" % (len(named), " (stale: %s)" %
+                                         ", ".join(stale) if stale else ""))
+
     reasons = set(re.findall(r'^tally_dp_drops_total\{[^}]*reason="([^"]+)"',
                              text, re.M))
     ok({c[5:] for c in dp_total if c.startswith("drop_")} == reasons,
@@ -245,6 +279,7 @@ def main():
         try:
             total, job, adm = dp_names(sock)
             check_dp_page(total, job, adm)
+            check_drop_names(total)
             check_metrics(tmp, sock, total)
         finally:
             stop(p)
