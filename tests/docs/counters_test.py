@@ -190,6 +190,11 @@ def scrape(port):
         return r.read().decode()
 
 
+def label_values(text, fam):
+    """The values of the label reason in the samples of a family."""
+    return set(re.findall(r'^%s\{[^}]*reason="([^"]+)"' % fam, text, re.M))
+
+
 def families(text):
     return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
 
@@ -252,8 +257,23 @@ def check_metrics(tmp, dp_sock, dp_total):
        "does not exist (%d named)%s" % (len(named), " (stale: %s)" %
                                          ", ".join(stale) if stale else ""))
 
-    reasons = set(re.findall(r'^tally_dp_drops_total\{[^}]*reason="([^"]+)"',
-                             text, re.M))
+    # The reasons of tallyd's labelled families, in their rows' meaning
+    # (the join failures' names nothing else; the evictions' also a key,
+    # so there only one way).
+    for fam in ("tallyd_join_failures_total", "tallyd_rdv_evicted_total"):
+        row = re.search(r"^\| `%s` \|.*$" % fam, md, re.M)
+        doc_r = set(re.findall(r"`([a-z][a-z0-9_]*)`", row.group(0).split(
+            "|")[-2])) if row else set()
+        real_r = label_values(text, fam)
+        if fam == "tallyd_join_failures_total":
+            compare("docs/metrics.md", real_r, doc_r, "reason of " + fam)
+            continue
+        missing = sorted(real_r - doc_r)
+        ok(real_r and not missing, "docs/metrics.md names every reason of "
+           "%s%s" % (fam, " (missing: %s)" % ", ".join(missing) if missing
+                     else ""))
+
+    reasons = label_values(text, "tally_dp_drops_total")
     ok({c[5:] for c in dp_total if c.startswith("drop_")} == reasons,
        "tally_dp_drops_total has a reason for each drop_* counter (%d)" %
        len(reasons))
