@@ -365,6 +365,14 @@ int tally_lib_receive(struct tally_ctx *ctx, uint64_t now, uint64_t until,
 	tally_lib_take_fn *take, void *arg, int *err);
 
 /*
+ * Takes every packet already there, as tally_lib_receive() without
+ * waiting, at most TALLY_LIB_DRAIN_BURSTS bursts (a flood of them is
+ * progress anyway), while *err is 0 (rx.c).
+ */
+void tally_lib_drain(struct tally_ctx *ctx, tally_lib_take_fn *take,
+	void *arg, int *err);
+
+/*
  * Makes ctx (plain so far, no allreduce run yet) an authenticated job's
  * member with keys (borrowed): expands them into ctx->mac. Returns 0,
  * or -ENOMEM or -ENOTSUP (no AES instructions) with the thread's open

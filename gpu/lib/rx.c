@@ -6,7 +6,8 @@
  * error turned into the call's failure, the retransmission timer told
  * how late a sleep woke, and each datagram handed to the caller's taker
  * (an empty one, or one the transport found not to come from the job's
- * dataplane, counted as ignored).
+ * dataplane, counted as ignored); and the drain of what is already
+ * there, without waiting.
  */
 #include "ctx.h"
 
@@ -42,4 +43,13 @@ tally_lib_receive(struct tally_ctx *ctx, uint64_t now, uint64_t until,
 			ctx->st.ignored++;	/* empty, or not ours */
 	}
 	return rc;
+}
+
+void
+tally_lib_drain(struct tally_ctx *ctx, tally_lib_take_fn *take, void *arg,
+	int *err)
+{
+	for (int i = 0; i < TALLY_LIB_DRAIN_BURSTS && *err == 0; i++)
+		if (tally_lib_receive(ctx, 0, 0, take, arg, err) <= 0)
+			break;
 }

@@ -652,14 +652,12 @@ receive(struct run *run, uint64_t now, uint64_t until)
 		&run->err);
 }
 
-/* Takes every packet already there, without waiting (a bounded number
- * of bursts: a flood of them is progress anyway). */
+/* Takes every packet already there, without waiting, and sends what
+ * they freed. */
 static void
 drain(struct run *run)
 {
-	for (int i = 0; i < TALLY_LIB_DRAIN_BURSTS && run->err == 0; i++)
-		if (receive(run, 0, 0) <= 0)
-			break;
+	tally_lib_drain(run->ctx, take_any, run, &run->err);
 	flush(run);
 }
 
