@@ -1270,7 +1270,8 @@ empty_datagrams_counted(void **state)
 	assert_true(e.added > 0);
 	assert_int_equal(st.ignored, e.added);
 	assert_int_equal(st.results, 6);
-	assert_int_equal(st.duplicates, 0);
+	/* a loaded machine may retransmit; only those answer twice */
+	assert_true(st.duplicates <= st.retransmits);
 	wraptp_unwrap(&e.w, ctx);
 	tally_ctx_close(ctx);
 	loopagg_stop(a, NULL);
