@@ -318,13 +318,13 @@ reserve_port(struct xdp_transport *x, const struct tally_udp_conf *u)
 }
 
 /*
- * The UMEM and the socket on (ifname, queue): zero-copy first, copy
- * mode when the driver has no zero-copy. Our own program serves the
- * socket, so libxdp loads none. Returns 0 or -errno.
+ * The UMEM and the socket on (ifname, queue), one try: zero-copy first,
+ * copy mode when the driver has no zero-copy. Our own program serves
+ * the socket, so libxdp loads none. Returns 0 or -errno.
  */
 static int
-open_socket(struct xdp_transport *x, const char *ifname, unsigned int queue,
-	int *zc)
+open_socket_once(struct xdp_transport *x, const char *ifname,
+	unsigned int queue, int *zc)
 {
 	static const uint16_t binds[] = { XDP_ZEROCOPY, XDP_COPY };
 	const struct xsk_umem_config uc = {
@@ -361,6 +361,38 @@ open_socket(struct xdp_transport *x, const char *ifname, unsigned int queue,
 		x->umem = NULL;
 		if (rc == -EBUSY || rc == -EPERM || rc == -EINVAL)
 			break;	/* no use trying copy mode */
+	}
+	return rc;
+}
+
+/*
+ * How long a queue may stay busy after its last socket closed: the
+ * kernel lets a closed socket's queue go in a deferred work item, so a
+ * context opened right after one closed on the same queue (a job's
+ * group made again, a rejoin) can find the queue still taken, for
+ * milliseconds, longer on a loaded host (seen: 1 in about 350 reopens
+ * in a row on an idle veth). Our program is attached by then, so no
+ * other tally context holds the interface: the socket is tried again
+ * for up to this many milliseconds, the waits doubling from 1 ms.
+ */
+#define XDP_BUSY_WAIT_MS	2000u
+
+/* open_socket_once(), waiting out a queue the kernel still releases. */
+static int
+open_socket(struct xdp_transport *x, const char *ifname, unsigned int queue,
+	int *zc)
+{
+	unsigned int waited = 0, ms = 1;
+	int rc;
+
+	while ((rc = open_socket_once(x, ifname, queue, zc)) == -EBUSY &&
+			waited < XDP_BUSY_WAIT_MS) {
+		struct timespec ts = { .tv_sec = 0,
+			.tv_nsec = (long)ms * 1000000L };
+
+		(void)nanosleep(&ts, NULL);
+		waited += ms;
+		ms = ms < 64 ? 2 * ms : ms;
 	}
 	return rc;
 }
@@ -451,7 +483,9 @@ xdp_open(struct xdp_transport *x, const struct tally_xdp_conf *c,
 		return fail(c, rc, "xdp: AF_XDP socket on %s "
 			"queue %u: %s%s", p->ifname, c->queue, strerror(-rc),
 			rc == -EPERM ? " (needs CAP_NET_RAW, or root)" :
-			rc == -EINVAL ? " (is there such a queue?)" : "");
+			rc == -EINVAL ? " (is there such a queue?)" :
+			rc == -EBUSY ? " (another AF_XDP socket holds the "
+			"queue)" : "");
 	rc = tally_xdp_prog_add(&x->prog, c->queue, x->fd);
 	if (rc != 0)
 		return fail(c, rc, "xdp: queue %u: %s",

@@ -16,7 +16,12 @@
  * one from another address or to another port is not (the kernel gets
  * it), and neither is ARP, which the kernel answers. A second context on
  * the interface is refused with EBUSY and a sentence, and one can open
- * again once the first is closed (its XDP program went with it).
+ * again once the first is closed (its XDP program went with it), also
+ * many times in a row. A queue some other AF_XDP socket holds (standing
+ * in for one the kernel has not yet let go of after its socket closed,
+ * which it does in deferred work) is waited for: the open succeeds once
+ * that socket closes, and fails with EBUSY and a sentence when it never
+ * does.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +35,7 @@
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +43,11 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <xdp/xsk.h>
 
 #include "transport/transport.h"
 #include "transport/xdp.h"
@@ -337,6 +347,110 @@ check_arp(struct peer *p)
 	return 31;
 }
 
+/* Reopens in a row: the kernel's deferred release shows within these. */
+#define REOPENS		20
+
+/* A bare AF_XDP socket on xa's queue 0 (copy mode, no program). */
+struct holder {
+	void *area;
+	struct xsk_umem *umem;
+	struct xsk_socket *xsk;
+	struct xsk_ring_prod fill, tx;
+	struct xsk_ring_cons comp, rx;
+	unsigned int close_after_ms;	/* 0: the test closes it */
+};
+
+#define HOLD_FRAMES	64u
+
+static int
+hold_queue(struct holder *h)
+{
+	const struct xsk_socket_config sc = { .rx_size = 64, .tx_size = 64,
+		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
+		.bind_flags = XDP_COPY };
+	int rc;
+
+	h->area = mmap(NULL, HOLD_FRAMES * 4096u, PROT_READ | PROT_WRITE,
+		MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (h->area == MAP_FAILED)
+		return -1;
+	if (xsk_umem__create(&h->umem, h->area, HOLD_FRAMES * 4096u,
+			&h->fill, &h->comp, NULL) != 0) {
+		fprintf(stderr, "# holder UMEM: %s\n", strerror(errno));
+		return -1;
+	}
+	/* The last context's queue may not be let go yet (see below). */
+	for (int i = 0; i < 200; i++) {
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 10000000L };
+
+		rc = xsk_socket__create(&h->xsk, "xa", 0, h->umem, &h->rx,
+			&h->tx, &sc);
+		if (rc != -EBUSY)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	if (rc != 0)
+		fprintf(stderr, "# holder socket: %s\n", strerror(-rc));
+	return rc;
+}
+
+static void
+release_queue(struct holder *h)
+{
+	xsk_socket__delete(h->xsk);
+	(void)xsk_umem__delete(h->umem);
+	munmap(h->area, HOLD_FRAMES * 4096u);
+}
+
+static void *
+release_later(void *arg)
+{
+	struct holder *h = arg;
+	struct timespec ts = { .tv_sec = 0,
+		.tv_nsec = (long)h->close_after_ms * 1000000L };
+
+	nanosleep(&ts, NULL);
+	release_queue(h);
+	return NULL;
+}
+
+/*
+ * A queue held by another socket: waited for while it is let go (here
+ * 100 ms later, from a thread), refused with EBUSY and a sentence when
+ * it stays held. 0 or the failed step's code.
+ */
+static int
+check_held_queue(struct tally_xdp_conf *c)
+{
+	struct holder h = { .close_after_ms = 100 };
+	struct tally_transport *tp;
+	pthread_t t;
+	int rc = 0;
+
+	if (hold_queue(&h) != 0)
+		return 50;
+	if (pthread_create(&t, NULL, release_later, &h) != 0)
+		return 51;
+	tp = tally_xdp_transport_create(c);
+	if (tp == NULL) {
+		fprintf(stderr, "# held queue, let go: %s\n", c->why);
+		rc = 52;
+	}
+	pthread_join(t, NULL);
+	tally_transport_destroy(tp);
+	if (rc != 0 || hold_queue(&h) != 0)
+		return rc != 0 ? rc : 53;
+	c->why[0] = '\0';
+	tp = tally_xdp_transport_create(c);
+	fprintf(stderr, "# held queue, kept: %s\n", c->why);
+	if (tp != NULL || errno != EBUSY ||
+			strstr(c->why, "queue 0") == NULL)
+		rc = 54;
+	tally_transport_destroy(tp);
+	release_queue(&h);
+	return rc;
+}
+
 static int
 xdp_child(void)
 {
@@ -375,10 +489,16 @@ xdp_child(void)
 	fprintf(stderr, "# second context: %s\n", why2);
 	tally_transport_destroy(tp2);
 	tally_transport_destroy(tp);
-	tp = rc == 0 ? tally_xdp_transport_create(&c) : NULL;
-	if (rc == 0 && tp == NULL)
-		rc = 41;
-	tally_transport_destroy(tp);
+	for (int k = 0; k < REOPENS && rc == 0; k++) {
+		tp = tally_xdp_transport_create(&c);
+		if (tp == NULL) {
+			fprintf(stderr, "# reopen %d: %s\n", k, why2);
+			rc = 41;
+		}
+		tally_transport_destroy(tp);
+	}
+	if (rc == 0)
+		rc = check_held_queue(&c);
 	return rc;
 }
 
