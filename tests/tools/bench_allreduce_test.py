@@ -123,6 +123,14 @@ def dry_runs():
     ok(rc == 0 and "tally-mcast: codec fixp, 352 elements a packet, "
        "window 64" + group in out, f"bench-allreduce --dry-run f32 "
        f"tally-mcast as before (rc {rc}; {out})")
+    rc, out, _ = run([drv, "--dry-run", "--systems",
+                      "tally-xdp,tally-xdp-mcast,gloo"])
+    ok(rc == 0 and "tally-xdp: codec fixp, 352 elements a packet, window "
+       "64, tally-bench --transport xdp\n" in out and "tally-xdp-mcast: "
+       "codec fixp, 352 elements a packet, window 64, tally-bench "
+       "--transport xdp" + group + "\n" in out,
+       f"bench-allreduce --dry-run: tally-xdp-mcast is tally-xdp with "
+       f"the group (rc {rc}; {out})")
     rc, out, _ = run([drv, "--dry-run", "--dtype", "bf16", "--mtu", "9000",
                       "--systems", "tally-l16-mcast"])
     ok(rc == 0 and "tally-l16-mcast: codec fixp (narrow sums), 4448 "
@@ -284,6 +292,28 @@ def report_mcast():
        "fixp, 352 elements a packet, window 64; results to multicast "
        "group 239.77.0.9" in out,
        "report: tally-mcast's setup line names the group")
+
+
+def report_xdp():
+    """tally-xdp and tally-xdp-mcast are each judged against issue 14's
+    1.45x gloo from 4 MiB: tally-xdp 0.050 s against gloo 0.060 ->
+    1.20x (not met), tally-xdp-mcast 0.040 -> 1.50x (met)."""
+    d = tempfile.mkdtemp(prefix="ba-report.")
+    x = tally([0.05] * 2, [0.01] * 2, [0.004] * 2, [[30, 40]] * 2)
+    x.update(system="tally-xdp")
+    put(d, "tally-xdp", 4 * MIB, 1, x)
+    m = tally([0.04] * 2, [0.01] * 2, [0.003] * 2, [[30, 40]] * 2)
+    m.update(system="tally-xdp-mcast", group="239.77.0.9")
+    put(d, "tally-xdp-mcast", 4 * MIB, 1, m)
+    put(d, "gloo", 4 * MIB, 1, gloo([0.06] * 2, [0.02] * 2, [[10, 40]] * 2))
+    argv = report_cmd(d, [4 * MIB], 1)
+    argv[argv.index("tally,gloo")] = "tally-xdp,tally-xdp-mcast,gloo"
+    rc, out, err = run(argv)
+    ok(rc == 0 and "4 MiB: tally-xdp vs gloo by median: 1.20x (target "
+       "1.45x): not met" in out and "4 MiB: tally-xdp-mcast vs gloo by "
+       "median: 1.50x (target 1.45x): met" in out,
+       f"report: tally-xdp and tally-xdp-mcast judged against 1.45x "
+       f"(rc {rc}; {out.strip()[-400:]}; {err.strip()})")
 
 
 def report_napi():
@@ -488,6 +518,7 @@ def main():
     report_op_q8()
     report_sparse()
     report_mcast()
+    report_xdp()
     report_napi()
     report_loss()
     report_failed()
