@@ -1188,7 +1188,9 @@ transport_errors(void **state)
 
 /*
  * A worker descheduled past its call's deadline, its results waiting in
- * the socket (latetp.h): the call takes them and succeeds.
+ * the socket (latetp.h): the call takes them and succeeds. A worker
+ * really descheduled before its first wait (a loaded host) takes its
+ * results without a late receive; it calls again, until one call had one.
  */
 static void
 late_reader_takes_waiting_results(void **state)
@@ -1199,6 +1201,7 @@ late_reader_takes_waiting_results(void **state)
 	struct tally_ctx_opts o;
 	struct tally_ctx *ctx;
 	int32_t v[3 * ELEMS + 5];
+	unsigned int call;
 
 	(void)state;
 	assert_non_null(a);
@@ -1206,12 +1209,15 @@ late_reader_takes_waiting_results(void **state)
 	o.timeout_ms = 20;	/* each late read is three times as long */
 	assert_int_equal(tally_ctx_open(&o, &ctx), 0);
 	latetp_wrap(&late, ctx);
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-		v[i] = (int32_t)i - 7;
-	assert_int_equal(tally_allreduce_i32(ctx, v, sizeof(v) / sizeof(v[0])),
-		0);
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-		assert_int_equal(v[i], (int32_t)i - 7);
+	for (call = 0; call < 20 && late.slept == 0; call++) {
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+			v[i] = (int32_t)i - 7;
+		if (tally_allreduce_i32(ctx, v, sizeof(v) / sizeof(v[0])) != 0)
+			fail_msg("call %u: %s", call, tally_ctx_error(ctx));
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+			assert_int_equal(v[i], (int32_t)i - 7);
+	}
+	print_message("# %u call(s), %u late receive(s)\n", call, late.slept);
 	assert_true(late.slept > 0);
 	wraptp_unwrap(&late.w, ctx);
 	tally_ctx_close(ctx);
