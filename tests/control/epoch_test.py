@@ -36,10 +36,13 @@ wait_for = base.wait_for
 ADDR = "127.0.0.2"      # the ranks' address (they join from it)
 
 
-def rdv(port, job, token, rank, world, member_port, epoch=None, wait=8):
+def rdv(port, job, token, rank, world, member_port, epoch=None, wait=8,
+        sent=None):
     """
     One rank's (re)join: returns (params or error, final message or None).
-    epoch names the epoch a rejoin was in (None: a plain join).
+    epoch names the epoch a rejoin was in (None: a plain join); sent (a
+    threading.Event) is set once its member message is sent, when it
+    waits for the final one.
     """
     raw = socket.create_connection(("127.0.0.1", port), timeout=wait,
                                    source_address=(ADDR, 0))
@@ -55,6 +58,8 @@ def rdv(port, job, token, rank, world, member_port, epoch=None, wait=8):
         if params.get("op") != "params":
             return params, None
         base.rdv_send(s, {"op": "member", "ip": ADDR, "port": member_port})
+        if sent is not None:
+            sent.set()
         return params, base.rdv_recv(s)
     except (OSError, ValueError) as e:
         return {"exc": str(e)}, None
@@ -172,11 +177,13 @@ def no_capacity(ctl, port, token, fakes, work):
     n0 = jf(ctl, "no_capacity")[0]
     # Rank 0 rejoins the current epoch alone: it waits for the others.
     e = show(ctl, "e")["epoch"]
-    waiting = {}
+    waiting, sent = {}, threading.Event()
     t = threading.Thread(target=lambda: waiting.update(r=rdv(
-        port, "e", token, 0, 2, 40003, epoch=e)))
+        port, "e", token, 0, 2, 40003, epoch=e, sent=sent)))
     t.start()
-    time.sleep(0.5)
+    # It waits at its rejoin before the dataplanes die (a loaded machine
+    # may take longer than any fixed sleep to get it there).
+    ok(sent.wait(10), "rank 0 waits at its rejoin")
     fakes[0].kill()
     fakes[1].kill()
     wait_for(lambda: (show(ctl, "e").get("epoch_reason") or {})
