@@ -357,7 +357,7 @@ struct holder {
 	struct xsk_socket *xsk;
 	struct xsk_ring_prod fill, tx;
 	struct xsk_ring_cons comp, rx;
-	unsigned int close_after_ms;	/* 0: the test closes it */
+	unsigned int close_after_ms;	/* release_later()'s wait */
 };
 
 #define HOLD_FRAMES	64u
@@ -443,8 +443,8 @@ check_held_queue(struct tally_xdp_conf *c)
 	c->why[0] = '\0';
 	tp = tally_xdp_transport_create(c);
 	fprintf(stderr, "# held queue, kept: %s\n", c->why);
-	if (tp != NULL || errno != EBUSY ||
-			strstr(c->why, "queue 0") == NULL)
+	if (tp != NULL || errno != EBUSY || strstr(c->why, "queue 0: ") ==
+			NULL || strstr(c->why, "another AF_XDP socket") == NULL)
 		rc = 54;
 	tally_transport_destroy(tp);
 	release_queue(&h);
